@@ -906,33 +906,58 @@
 
    ---- driver: the sans-I/O reconcile -----------------------------------------
        One reconcile = "make model X resident on this server", as a state
-       machine that never touches a socket, a clock or a file, nor the heap
-       after rsd_reconcile_init (which allocates its tables once). The
-       caller owns the object, performs the steps it asks for (HTTP requests,
-       waits, the cross-process lock) and feeds the answers back. The shell in
-       residency_http.h runs it over sockets; tests run it with canned answers.
+       machine that never touches a socket, a clock, a file or the heap. It
+       is opaque and lives in the caller's memory: allocate
+       rsd_reconcile_footprint(lim) bytes (8-byte aligned, as malloc's are)
+       and make it there with rsd_reconcile_init (see Memory below); free that
+       memory to end it. The caller performs the steps it asks for (HTTP
+       requests, waits, the cross-process lock) and feeds the answers back. The
+       shell in residency_http.h runs it over sockets; tests run it with canned
+       answers.
 
-           static rsd_reconcile r;        (see Memory below; not on a small stack)
-           rsd_reconcile_init(&r, NULL);  (once: its tables, the defaults)
+           size_t size = rsd_reconcile_footprint(NULL);      (the defaults)
+           rsd_reconcile *r = (rsd_reconcile *)malloc(size);
+           rsd_reconcile_init(r, size, NULL);                (once; reused by every begin)
+           const rsd_reconcile_result *res = rsd_reconcile_result_of(r);
+           const rsd_reconcile_notice *notices;
            rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
            d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
            d.cache = &my_cache;  d.lock = true;
-           rsd_reconcile_begin(&r, &d, now_ms());
+           rsd_reconcile_begin(r, &d, now_ms());
            for (;;) {
-               rsd_step s = rsd_reconcile_next(&r, now_ms());
-               while (r.n_notices > seen) show(&r.notices[seen++]);   (live)
+               rsd_step s = rsd_reconcile_next(r, now_ms());
+               n = rsd_reconcile_notices(r, &notices);
+               while (seen < n) show(&notices[seen++]);                (live)
                if (s.kind == RSD_STEP_HTTP)   { send s.http; then
-                   rsd_reconcile_feed(&r, transport_rc, status, body, len, now_ms()); }
+                   rsd_reconcile_feed(r, transport_rc, status, body, len, now_ms()); }
                else if (s.kind == RSD_STEP_WAIT)   sleep_until(s.wake_ms);
                else if (s.kind == RSD_STEP_LOCK)   { take lock s.key by s.deadline_ms;
-                   rsd_reconcile_lock_done(&r, held, generation_now, now_ms()); }
-               else if (s.kind == RSD_STEP_COMMIT) { persist r.result.attr_add /
+                   rsd_reconcile_lock_done(r, held, generation_now, now_ms()); }
+               else if (s.kind == RSD_STEP_COMMIT) { persist res->attr_add /
                    attr_remove, bump the generation;
-                   rsd_reconcile_commit_done(&r, new_generation); }   (optional)
+                   rsd_reconcile_commit_done(r, new_generation); }   (optional)
                else if (s.kind == RSD_STEP_UNLOCK) release the lock;
                else break;                                   (RSD_STEP_DONE)
            }
-           r.result: outcome, error, decision, reason, message, evicted ...
+           res->outcome, error, decision, reason, message, evicted ...
+           free(r);                                          (it owns nothing else)
+
+       const rsd_reconcile_result *rsd_reconcile_result_of(const rsd_reconcile *r);
+           The result (below): final after DONE, its counters live; the same
+           pointer for the reconcile's life.
+       int rsd_reconcile_notices(const rsd_reconcile *r, const rsd_reconcile_notice **out);
+           How many notices this reconcile has so far; *out (NULL: not
+           written) = the first. They are appended as they happen.
+       const char *rsd_reconcile_key(const rsd_reconcile *r);
+           The normalised target key of the last begin ("" before one).
+       double rsd_reconcile_progress(const rsd_reconcile *r, const char **stage);
+           The waited load's last progress value 0..1 (-1 = none yet) and
+           *stage its stage name ("" = none); see rsd_reconcile_event.
+       void rsd_reconcile_scratch(r, rsd_json_tok **toks, uint32_t *n_toks,
+                                  char **buf, size_t *cap);
+           Its JSON tokens and answers' buffer, for the host to borrow while
+           no reconcile runs (before begin, after DONE), e.g. for detection
+           (rsd_detect.toks and .buf). Nothing is written when an argument is NULL.
 
        int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d,
                                uint64_t now_ms);
@@ -1029,9 +1054,9 @@
            when the event ends the wait (the poll is due now, or already was),
            0 when it was ignored (another model, progress, not waiting, not
            JSON), RSD_ERR_ARG. A progress event of the waited model leaves its
-           stage and value in r->load_stage ("" until one names a plain stage
-           name: "fit_params", "text_model", "mmproj_model") and r->load_value
-           (0..1, when r->has_load_value), from either shape:
+           stage ("" until one names a plain stage name: "fit_params",
+           "text_model", "mmproj_model") and value (0..1) for
+           rsd_reconcile_progress, from either shape:
            {"status":"loading","progress":{"stage":S,"value":V}} (later routers,
            PR #24828) or {"status":"loading","progress":{"stages":[...],
            "current":S,"value":V}} (July); begin clears them. The shell
@@ -1097,7 +1122,7 @@
         5. Gate: a plan that evicts while the listing does not
            name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
         6. Notices of the plan are rendered to text and appended to
-           r->notices at once (readable while the machine runs) -- except for
+           the notices at once (readable while the machine runs) -- except for
            a plan that will take the lock to mutate (LOAD, LOAD_AFTER_EVICT with
            d.lock): its notices wait for the decision under the lock (step 8)
            and appear then, so a plan the lock overtakes (another process
@@ -1256,7 +1281,7 @@
        The router never receives a request that names a model on a GET, so no
        probe can autoload; the machine sends no "?model=" probes.
 
-     Result (r->result; final after DONE, counters live)
+     Result (rsd_reconcile_result_of(r); final after DONE, counters live)
            outcome     RESIDENT (keep loaded or sleeping), OBSERVED (opt-out),
                        DECLINED, LOAD_FAILED, DEGRADED (could not read the
                        server, or the deadline passed before any mutation)
@@ -1274,8 +1299,9 @@
            instance: views into r, valid until the next begin), wire_id (the id
            to send: the keep, or the instance resolved or loaded), model_key,
            requests, load_attempts, elapsed_ms.
-       Notices: r->notices[0 .. r->n_notices) (r->result.notices_dropped beyond
-       the limits' max_notices, RSD_RECONCILE_MAX_NOTICES by default), appended as they happen: the plan's notices
+       Notices: rsd_reconcile_notices(r, &n) gives n[0 .. count) (result.notices_dropped
+       counts those beyond the limits' max_notices, RSD_RECONCILE_MAX_NOTICES by
+       default, or their text arena), appended as they happen: the plan's notices
        (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
        .subject) and driver notices (dmsg: kind/level):
            RESTORED       restored/warning (after a failed load),
@@ -1304,21 +1330,32 @@
        (its name is the key prefix) and reuses the whole machine -- begin's desc
        checks, the cache, notices, lock, COMMIT, UNLOCK, the restore loop and the
        result -- without touching the implementation (examples/custom_runtime.c
-       shows one). Hooks of the router order:
-           request(r, op, model, out)   build the request: write the URL into
-               r->url (rsd_reconcile_set_url(r, path) appends a path to the
-               root), the body into r->body (rsd_reconcile_model_body writes
-               {"model":id}), then rsd_reconcile_http_fill(r, out, method,
+       shows one). Every hook gets c, the reconcile's rsd_runtime_ctx: what a
+       runtime needs of it, kept current by the machine. It reads c->root,
+       c->keep, c->target_id, c->ours[0 .. c->n_ours) (the attribution),
+       c->context_length (desc.context_length), c->op_instance, c->op_evicted,
+       c->stage, c->toks + c->max_tokens; it writes c->url
+       (RSD_RECONCILE_URL_MAX bytes), c->body (RSD_RECONCILE_BODY_MAX),
+       c->made_instance (RSD_MODEL_ID_MAX) and c->data (RSD_RECONCILE_RT_DATA
+       bytes of scratch, 8-aligned, zeroed by begin); c->r is the reconcile
+       for the calls below. Accessors give the rest: rsd_reconcile_plan(c->r)
+       (the last decision: load_context, fallback, ...) and
+       rsd_reconcile_facts(c->r) (what the next rsd_reconcile_decide reads).
+       Hooks of the router order:
+           request(c, op, model, out)   build the request: write the URL into
+               c->url (rsd_reconcile_set_url(c->r, path) appends a path to the
+               root), the body into c->body (rsd_reconcile_model_body writes
+               {"model":id}), then rsd_reconcile_http_fill(c->r, out, method,
                body_len or -1) adds the headers. op is LIST, CAPACITY, LOAD,
                UNLOAD or POLL (POLL is built as LIST). During an UNLOAD,
-               r->cx.op_instance is the victim's listed instance id ("" if none);
-               during a restoring LOAD r->cx.op_evicted is the entry brought back;
-               r->plan.load_context is the clamped context for a LOAD of the keep
-               (model == r->keep).
-           parse_list(r, body, len, out)  fill *out (r->toks is the token
+               c->op_instance is the victim's listed instance id ("" if none);
+               during a restoring LOAD c->op_evicted is the entry brought back;
+               rsd_reconcile_plan(c->r)->load_context is the clamped context
+               for a LOAD of the keep (model == c->keep).
+           parse_list(c, body, len, out)  fill *out (c->toks is the token
                array); <0 = the listing cannot be acted on (degrade). The body
                is whole: at most max_body_bytes.
-           list_entry(r, out, key, el), list_end(r, out, rc, top)  instead of
+           list_entry(c, out, key, el), list_end(c, out, rc, top)  instead of
                parse_list (both or neither): a 2xx listing is read as it
                arrives through rsd_json_split into the answers' buffer;
                list_entry takes each entry of a top-level list (el NULL when
@@ -1326,8 +1363,8 @@
                rc (<0: the answer is broken or over the buffer) and the kept
                top level, and returns as parse_list. The built-in runtimes
                read their listings this way.
-           parse_capacity(r, ...)   NULL = no capacity request.
-           load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
+           parse_capacity(c, ...)   NULL = no capacity request.
+           load_answer(c, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
                DOWNLOADING (wait, load again when the download ends),
                ALREADY, LIMIT (re-list; room listed or another model loading:
                BUSY's backoff; else re-decide with the server full at its
@@ -1336,25 +1373,24 @@
                at most RSD_RECONCILE_LOAD_ATTEMPTS - 1 such rounds), BUSY (a
                transient refusal: load again after a backoff within the
                deadline, step 10) or REJECTED. It may
-               write r->made_instance (an instance id the load made: it becomes
+               write c->made_instance (an instance id the load made: it becomes
                result.wire_id and is attributed as ours).
            deadline_ms, probe_timeout_ms, restore_ms: the runtime's defaults
                (0 = the machine's); root(base_url, out, cap): its root URL rule
                (NULL = drop trailing '/' and one "/v1"); a runtime with it is
                keyed by its root.
-       A runtime with its own order sets start, answer and locked: start(r,
+       A runtime with its own order sets start, answer and locked: start(c,
        now) issues the first request after a cache miss; every request it
-       issues with rsd_reconcile_http(r, stage, op, model, restoring, now)
-       (built by its request hook) is answered to answer(r, transport, status,
-       body, len, now) with r->cx.stage = stage; locked(r, held, unchanged, now)
+       issues with rsd_reconcile_http(c->r, stage, op, model, restoring, now)
+       (built by its request hook) is answered to answer(c, transport, status,
+       body, len, now) with c->stage = stage; locked(c, held, unchanged, now)
        follows lock_done (unchanged = held and nothing changed since begin). It
        uses the machine's lifecycle: rsd_reconcile_add_notice, rsd_reconcile_
-       decide (r->facts filled by the hook; the plan's notices), rsd_reconcile_
-       lock, rsd_reconcile_evicted and rsd_reconcile_attr (what left, what is
-       ours), rsd_reconcile_load_failed (LOAD_FAILED, notice, the restore loop)
-       and rsd_reconcile_finish (COMMIT, UNLOCK, cache, DONE). LM Studio is
-       built this way. r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by
-       begin) is scratch the hooks own. Flags: RSD_RT_CATALOG (listing names
+       decide (rsd_reconcile_facts filled by the hook; the plan's notices),
+       rsd_reconcile_lock, rsd_reconcile_evicted and rsd_reconcile_attr (what
+       left, what is ours), rsd_reconcile_load_failed (LOAD_FAILED, notice, the
+       restore loop) and rsd_reconcile_finish (COMMIT, UNLOCK, cache, DONE). LM
+       Studio is built this way. Flags: RSD_RT_CATALOG (listing names
        every servable model: enables the loadability gate), RSD_RT_LOAD (explicit load;
        without it the reconcile ends RESIDENT after the unloads and the request
        itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
@@ -1374,15 +1410,19 @@
        512, RSD_RECONCILE_MAX_NOTICES 64 (text under 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
        RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11).
-       Memory: the caller owns the rsd_reconcile (under 50 KiB on x86-64: the
-       result, the plan, the facts, URLs; static or malloc'd, not a small
-       stack) and gives it its tables once with
-           int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
-       which allocates one block through lim->allocator (zeroed: the default
-       allocator): the notices and their text, the id arena, the LM Studio
-       state, both listings' storage (LM Studio's catalog lives in it, at
-       least its 31 KiB: a reconcile on LM Studio lists into neither), the
-       answers' buffer and the JSON tokens, sized by lim (zeroed fields are defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       Memory: the reconcile lives in one block of the caller's memory:
+           size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
+           int rsd_reconcile_init(rsd_reconcile *r, size_t size, const rsd_reconcile_limits *lim);
+       Allocate footprint(lim) bytes (0 = lim is invalid), 8-byte aligned
+       (malloc's memory is; static or heap, any storage that outlives the
+       reconcile), and pass them as r with their size. init lays out the
+       struct (51 KiB on x86-64: the result, the plan, the facts, URLs) and
+       its tables after it: the notices and their text, the id arena, the LM
+       Studio state, both listings' storage (LM Studio's catalog lives in it,
+       at least its 31 KiB: a reconcile on LM Studio lists into neither), the
+       answers' buffer and the JSON tokens, sized by lim (NULL or zeroed
+       fields = defaults; rsd_reconcile_limits_fill(lim) writes the defaults
+       into the zeroed fields, RSD_OK or RSD_ERR_ARG): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
        64: a server listing 64 models), arena_bytes (their ids, aliases and
        tags, RSD_LISTING_ARENA_PER_MODEL 176 per entry: names over it end
        DEGRADED naming arena_bytes), max_tokens (JSON tokens held at once: an answer
@@ -1405,18 +1445,18 @@
        RSD_RECONCILE_IDS_PER_MODEL 128 per listing entry, 8 KiB with the
        defaults: 63 ids of 120 bytes that are both ours and victims fit),
        max_notices (notices kept, RSD_RECONCILE_MAX_NOTICES 64; more are
-       counted in notices_dropped), notice_text_bytes (their subjects and
+       counted in result.notices_dropped), notice_text_bytes (their subjects and
        texts together, RSD_RECONCILE_NOTICE_TEXT_AVG 160 per notice, at least
        1 KiB; a typical line is 130 bytes) and runtime (NULL = any; else the
        only runtime begin accepts, and a runtime without RSD_RT_INSTANCES
-       gets no LM Studio state, about 7 KiB). RSD_OK, RSD_ERR_ARG (bad
-       limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees the block;
-       rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus the block
-       (under 134 KiB with the defaults on x86-64, of it 6 KiB tokens, 33
-       KiB listings, 18 KiB notices, 11 KiB ids, 8 KiB answers' buffer and
-       7 KiB LM Studio state;
-       checked by tests/test_sizes.c). begin reuses the tables; begin on a reconcile that was
-       never given them is RSD_ERR_STATE, and with a desc.runtime other than
+       gets no LM Studio state, about 7 KiB). init returns RSD_OK, RSD_ERR_ARG
+       (r NULL or not 8-byte aligned, bad limits) or RSD_ERR_BUFFER (size
+       under the footprint). The reconcile owns nothing else: free the block
+       to end it. The footprint is under 134 KiB with the defaults on x86-64:
+       the struct, 6 KiB tokens, 33 KiB listings, 18 KiB notices, 11 KiB ids,
+       8 KiB answers' buffer and 7 KiB LM Studio state (checked by
+       tests/test_sizes.c). begin reuses the tables; begin on zeroed memory
+       init never made a reconcile is RSD_ERR_STATE, and with a desc.runtime other than
        limits.runtime RSD_ERR_ARG (result.message says so). An answer over the
        limits is never acted on: more entries than max_models
        (RSD_ERR_LISTING_TRUNCATED), an entry of more tokens than max_tokens
@@ -1433,9 +1473,9 @@
        listing make the reconcile DEGRADED (RSD_ERR_TOO_LARGE) before
        anything is unloaded or loaded, result.message naming id_arena_bytes. A notice that finds less room than its text in
        notice_text_bytes is cut to it (text_cut); one that finds none is
-       dropped and counted in notices_dropped. The result's evicted ids and
-       the notices' strings live in these arenas: valid until the next begin.
-       Past init: no allocation, no globals, no clock, no I/O. Deterministic: the same
+       dropped and counted in result.notices_dropped. The result's evicted ids
+       and the notices' strings live in these arenas: valid until the next
+       begin. No allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
        Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
        DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED.
@@ -1482,21 +1522,21 @@
        its own order: it detects the API tier, resolves which wire id a
        request uses, loads with an exact body and only then, on failure, frees room.
 
-           static rsd_reconcile r;        (rsd_reconcile_init(&r, NULL) once)
+           rsd_reconcile *r = ...;        (footprint bytes, rsd_reconcile_init once)
            rsd_reconcile_desc d; memset(&d, 0, sizeof d);
            d.runtime = rsd_runtime_lmstudio();
            d.base_url = "http://studio:1234/v1"; d.keep = "qwen3.8-27b";
            d.explicit_load = true; d.context_length = 262144; d.lock = true;
            d.owned = owned_from_state; d.n_owned = n;     (persisted)
-           rsd_reconcile_begin(&r, &d, now); then the loop above; COMMIT:
+           rsd_reconcile_begin(r, &d, now); then the loop above; COMMIT:
                  rsd_state_attr_remove(key, a.model, a.instance) for each
                  result.attr_remove[], rsd_state_attr_add(...) for attr_add[], bump
                  the generation, rsd_reconcile_commit_done (or _commit_failed).
-                 Optional, before lock_done: rsd_reconcile_set_owned(&r, owned, n)
+                 Optional, before lock_done: rsd_reconcile_set_owned(r, owned, n)
                  with the owned instances read again under the lock (a changed set
                  makes it list and decide again, as rsd_reconcile_set_ours).
            (residency_http.h's rsd_ensurer does all of this: its ensure section.)
-           then send the chat with "model": r.result.wire_id.
+           then send the chat with "model": rsd_reconcile_result_of(r)->wire_id.
 
        Behaviour, in order:
         1. Catalog: GET <root>/api/v1/models, else /api/v0/models,
@@ -1943,9 +1983,10 @@
        always exists. `if (r < 0)` is always the error test.
 
    MEMORY
-       Nothing in residency.h allocates except rsd_listing_create, rsd_pool_create
-       and rsd_reconcile_init (its tables), which use the allocator in their desc or
-       limits (or RSD_DEFAULT_ALLOC/FREE when it is zeroed); residency_http.h
+       Nothing in residency.h allocates except rsd_listing_create and
+       rsd_pool_create, which use the allocator in their desc (or
+       RSD_DEFAULT_ALLOC/FREE when it is zeroed); a reconcile lives in memory the
+       caller gives rsd_reconcile_init (rsd_reconcile_footprint bytes); residency_http.h
        allocates in its *_create functions and rsd_state_open, and mbedTLS in its own.
        Allocator hooks are both-or-neither: giving only one is RSD_ERR_ARG.
 
@@ -3488,8 +3529,8 @@ typedef struct rsd_runtime_ctx {
     const char *target_id;            /* the target as messages name it */
     const char *const *ours;          /* the ids this library loaded on the target (desc.ours, set_ours) */
     int n_ours;
-    uint32_t context_length;          /* desc.context_length (0 = none asked) */
-    uint32_t load_context;            /* the plan's clamped context for a LOAD of the keep (0 = none) */
+    uint32_t context_length;          /* desc.context_length (0 = none asked); the clamped context of a
+                                         LOAD of the keep is rsd_reconcile_plan(c->r)->load_context */
     const char *op_instance;          /* request of an UNLOAD: the victim's listed instance id, or "" */
     const rsd_evicted *op_evicted;    /* request of a restoring LOAD: the entry it brings back, or NULL */
     int stage;                        /* own order: the stage of the step answered (-1 = none) */
@@ -3656,7 +3697,8 @@ RSD_API const char *rsd_reconcile_key(const rsd_reconcile *r);
    its stage name ("" = none). */
 RSD_API double rsd_reconcile_progress(const rsd_reconcile *r, const char **stage);
 /* Its JSON tokens and answers' buffer, for the host to borrow while no reconcile runs
-   (before begin, after DONE): what detection and other parsers may use. */
+   (before begin, after DONE): what detection and other parsers may use. Nothing is
+   written when an argument is NULL. */
 RSD_API void rsd_reconcile_scratch(rsd_reconcile *r, rsd_json_tok **toks, uint32_t *n_toks, char **buf,
                                    size_t *cap);
 /* Start a reconcile (copies d; no I/O). RSD_OK or <0 (then next() says DONE). */
@@ -3773,9 +3815,9 @@ typedef struct rsd_detect {
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_step step;
     /* the caller's, set before begin (begin keeps them): the JSON tokens an answer is
-       parsed into, e.g. a reconcile's r.toks and r.max_tokens; and the buffer an answer
-       given by rsd_detect_body is kept in (a listing that does not fit is read as it
-       arrives), e.g. a reconcile's r.ans and r.max_body; none = answers whole to the feed */
+       parsed into; and the buffer an answer given by rsd_detect_body is kept in (a
+       listing that does not fit is read as it arrives); e.g. a reconcile's, from
+       rsd_reconcile_scratch; no buffer = answers whole to the feed */
     rsd_json_tok *toks;
     uint32_t n_toks;
     char *buf;
@@ -9149,7 +9191,7 @@ typedef struct rsd_lms_machine {
    then its tables. Users see it through the accessors, runtime hooks through cx. */
 struct rsd_reconcile {
     rsd_reconcile_result result;
-    rsd_runtime_ctx cx;               /* what the hooks see (rsdi_rc_cx keeps it current) */
+    rsd_runtime_ctx cx;               /* what the hooks see: its fields are the machine's own */
     int n_notices;
     rsd_reconcile_notice *notices;    /* max_notices of them (in the tables) */
     int max_notices;                  /* limits.max_notices */
@@ -9179,9 +9221,9 @@ struct rsd_reconcile {
     rsd_optout optout;
     bool keep_pinned, want_lock, has_gen;
     uint64_t gen, commit_gen;
-    uint32_t ctx_len, ctx_max, ctx_ceiling, ctx_floor, probe_ms, restore_ms;
+    uint32_t ctx_max, ctx_ceiling, ctx_floor, probe_ms, restore_ms; /* cx.context_length: desc's */
     uint64_t cap_bytes, keep_bytes, kv_per_token;
-    int n_protected, n_ours;
+    int n_protected;                  /* cx.ours, cx.n_ours: the attribution */
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
     size_t id_bytes;                  /* limits.max_id_bytes: an id kept is shorter */
     char *ids;                        /* the id arena (in the tables): every id the reconcile keeps, once */
@@ -9253,14 +9295,6 @@ struct rsd_reconcile {
     rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
     rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
 };
-
-/* The hooks' view of r, brought up to date (begin, set_ours and decide change it). */
-RSDI_PRIVATE rsd_runtime_ctx *rsdi_rc_cx(rsd_reconcile *r) {
-    r->cx.n_ours = r->n_ours;
-    r->cx.context_length = r->ctx_len;
-    r->cx.load_context = r->plan.load_context;
-    return &r->cx;
-}
 
 /* Bounded copy of a C string; false when it does not fit. */
 RSDI_PRIVATE bool rsdi_cpy(char *dst, size_t cap, const char *src) {
@@ -9667,9 +9701,9 @@ RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
         if (r->result.evicted[i].restored) continue;
         if (r->evicted_victim[i] >= 0) mask = r->victim_ours[r->evicted_victim[i]];
         else /* displaced by the server: match its id */
-            for (mask = 0, k = 0; k < r->n_ours && k < 64; k++)
+            for (mask = 0, k = 0; k < r->cx.n_ours && k < 64; k++)
                 if (strcmp(rsdi_rc_row(r, r->ours, k), r->result.evicted[i].id) == 0) mask |= (uint64_t)1 << k;
-        for (k = 0; k < r->n_ours && k < 64; k++) {
+        for (k = 0; k < r->cx.n_ours && k < 64; k++) {
             bool dup = false;
             if (!((mask >> k) & 1u)) continue;
             for (j = 0; j < r->result.n_attr_remove && !dup; j++)
@@ -9788,7 +9822,7 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         res->has_size = m->has_size;
         res->size_vram_bytes = m->size_vram_bytes;
         res->has_size_vram = m->has_size_vram;
-        for (k = 0; k < r->n_ours && !res->loaded_by_us; k++)
+        for (k = 0; k < r->cx.n_ours && !res->loaded_by_us; k++)
             res->loaded_by_us = rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), m->id, res->aliases, m->n_aliases);
         res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
         for (k = 0; k < r->n_last && !m->last_used_ms; k++)
@@ -9819,7 +9853,7 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->protected_models = r->protected_models;
     f->n_protected = r->n_protected;
     f->max_instances = max_override ? max_override : r->unlimited ? (uint32_t)n + 1 : r->max_instances;
-    f->context_length = r->ctx_len;
+    f->context_length = r->cx.context_length;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
     f->kv_bytes_per_token = r->kv_per_token;
@@ -9861,7 +9895,7 @@ RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
         uint64_t mask = 0;
         if (e < 0 || e >= r->facts.n_residents) continue;
         res = &r->res[e];
-        for (k = 0; k < r->n_ours && k < 64; k++)
+        for (k = 0; k < r->cx.n_ours && k < 64; k++)
             if (rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), res->model_id, res->aliases, res->n_aliases))
                 mask |= (uint64_t)1 << k;
         li = r->res_listing[e];
@@ -9914,7 +9948,7 @@ RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uin
    sets it, and the server says nothing. Once per reconcile. */
 RSDI_PRIVATE void rsdi_rc_context_check(rsd_reconcile *r) {
     const rsd_listing *l = r->last_list;
-    uint32_t want = r->result.load_context ? r->result.load_context : r->ctx_len, have;
+    uint32_t want = r->result.load_context ? r->result.load_context : r->cx.context_length, have;
     int k;
     if (r->ctx_noticed || !want || !l) return;
     k = rsd_listing_find(l, rsd_str_c(r->keep));
@@ -10317,7 +10351,7 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->cx.op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? rsdi_rc_row(r, r->victim_inst, r->vi) : "";
     r->cx.op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
     if (phase != RSDI_PH_RUNTIME) r->cx.stage = -1;
-    rc = r->rt->request(rsdi_rc_cx(r), op, model, &r->step.http);
+    rc = r->rt->request(&r->cx, op, model, &r->step.http);
     if (rc < 0) { /* cannot even build it: nothing was sent */
         r->result.error = rc;
         rsdi_cpy(r->result.message, sizeof r->result.message, "cannot build the request URL");
@@ -10373,12 +10407,12 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
    max_id_bytes or longer, RSD_ERR_TOO_LARGE when the id arena is full. */
 RSDI_PRIVATE int rsdi_rc_copy_ours(rsd_reconcile *r, const char *const *ours, int n) {
     int i;
-    r->n_ours = 0;
+    r->cx.n_ours = 0;
     for (i = 0; i < n; i++) {
         if (!ours[i] || !ours[i][0]) continue;
         if (strlen(ours[i]) >= r->id_bytes) return RSD_ERR_MODEL_ID;
-        if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
-        r->n_ours++;
+        if (!(r->ours[r->cx.n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
+        r->cx.n_ours++;
     }
     return RSD_OK;
 }
@@ -10506,7 +10540,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->has_gen = d->has_generation;
     r->gen = d->has_generation ? d->generation : 0;
     r->commit_gen = r->gen;
-    r->ctx_len = d->context_length ? d->context_length : d->load.context_length;
+    r->cx.context_length = d->context_length ? d->context_length : d->load.context_length;
     r->ctx_max = d->model_max_context;
     r->ctx_ceiling = d->context_ceiling;
     r->ctx_floor = d->context_floor;
@@ -10709,10 +10743,11 @@ RSD_API double rsd_reconcile_progress(const rsd_reconcile *r, const char **stage
 
 RSD_API void rsd_reconcile_scratch(rsd_reconcile *r, rsd_json_tok **toks, uint32_t *n_toks, char **buf,
                                    size_t *cap) {
-    if (toks) *toks = r ? r->toks : NULL;
-    if (n_toks) *n_toks = r ? r->max_tokens : 0;
-    if (buf) *buf = r ? r->ans : NULL;
-    if (cap) *cap = r ? r->max_body : 0;
+    if (!r || !toks || !n_toks || !buf || !cap) return;
+    *toks = r->toks;
+    *n_toks = r->max_tokens;
+    *buf = r->ans;
+    *cap = r->max_body;
 }
 
 RSD_API rsd_facts *rsd_reconcile_facts(rsd_reconcile *r) { return r ? &r->facts : NULL; }
@@ -10802,7 +10837,7 @@ RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_rc_done(r, now_ms);
         return;
     }
-    if (r->rt->start) r->rt->start(rsdi_rc_cx(r), now_ms); /* the runtime's own order */
+    if (r->rt->start) r->rt->start(&r->cx, now_ms); /* the runtime's own order */
     else rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
 }
 
@@ -10932,10 +10967,10 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
     for (i = 0; i < n; i++)
         if (ours[i] && ours[i][0] && strlen(ours[i]) >= r->id_bytes) return RSD_ERR_ARG;
     for (i = 0; i < n; i++) m += ours[i] && ours[i][0];
-    same = m == r->n_ours; /* as sets: every new id is already there (no duplicates are kept) */
+    same = m == r->cx.n_ours; /* as sets: every new id is already there (no duplicates are kept) */
     for (i = 0; i < n && same; i++) {
         bool found = !ours[i] || !ours[i][0];
-        for (k = 0; k < r->n_ours && !found; k++) found = strcmp(rsdi_rc_row(r, r->ours, k), ours[i]) == 0;
+        for (k = 0; k < r->cx.n_ours && !found; k++) found = strcmp(rsdi_rc_row(r, r->ours, k), ours[i]) == 0;
         same = found;
     }
     if (same) return RSD_OK;
@@ -10974,7 +11009,7 @@ RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t genera
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
     if (r->rt->locked) { /* the runtime's own order */
-        r->rt->locked(rsdi_rc_cx(r), held, held && r->has_gen && generation == r->gen && !r->ours_changed, now_ms);
+        r->rt->locked(&r->cx, held, held && r->has_gen && generation == r->gen && !r->ours_changed, now_ms);
         return RSD_OK;
     }
     if (!held) {
@@ -11092,7 +11127,7 @@ RSDI_PRIVATE void rsdi_rc_on_cap(rsd_reconcile *r, int transport, int status, co
                                  bool ok, uint64_t now_ms) {
     (void)status;
     if (rsdi_rc_probe_retry(r, transport, now_ms)) return;
-    if (ok) (void)r->rt->parse_capacity(rsdi_rc_cx(r), body, len, &r->max_instances, &r->unlimited);
+    if (ok) (void)r->rt->parse_capacity(&r->cx, body, len, &r->max_instances, &r->unlimited);
     rsdi_rc_first_decide(r, now_ms);
 }
 
@@ -11188,7 +11223,7 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         return;
     }
     r->made_instance[0] = '\0';
-    a = r->rt->load_answer(rsdi_rc_cx(r), status, body, len);
+    a = r->rt->load_answer(&r->cx, status, body, len);
     if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
         if (a == RSD_LOAD_ACCEPTED) {
             r->posted = true;
@@ -11341,7 +11376,7 @@ RSDI_PRIVATE void rsdi_rc_on_restore(rsd_reconcile *r, int transport, int status
     rsd_load_answer a;
     (void)ok;
     r->made_instance[0] = '\0';
-    a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(rsdi_rc_cx(r), status, body, len);
+    a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(&r->cx, status, body, len);
     if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
         if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
         if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
@@ -11403,7 +11438,7 @@ RSDI_PRIVATE void rsdi_rc_ans_entry(void *user, rsd_str key, const rsd_json_doc 
         return;
     }
 #endif
-    if (out) r->rt->list_entry(rsdi_rc_cx(r), out, key, el);
+    if (out) r->rt->list_entry(&r->cx, out, key, el);
 }
 
 /* From here the answer is read as it arrives: what is kept whole so far first, in place. */
@@ -11451,7 +11486,7 @@ RSDI_PRIVATE void rsdi_rc_ans_read(rsd_reconcile *r) {
         return;
     }
 #endif
-    r->ans_rc = r->rt->list_end(rsdi_rc_cx(r), out, rc, &r->ans_top);
+    r->ans_rc = r->rt->list_end(&r->cx, out, rc, &r->ans_top);
 }
 
 /* A listing answer that ended without its end (the transport failed after its first
@@ -11473,7 +11508,7 @@ RSDI_PRIVATE void rsdi_rc_ans_cut(rsd_reconcile *r) {
    the whole body parsed. */
 RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
     rsd_listing *o;
-    if (!r->rt->list_end) return r->rt->parse_list(rsdi_rc_cx(r), body, len, out);
+    if (!r->rt->list_end) return r->rt->parse_list(&r->cx, body, len, out);
     if (r->ans_state != RSDI_ANS_READ || !rsdi_rc_ans_list(r, &o) || o != out) return RSD_ERR_STATE;
     return r->ans_rc;
 }
@@ -11496,7 +11531,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     body = r->ans;
     len = r->ans_state == RSDI_ANS_WHOLE ? r->ans_len : 0;
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
-        r->rt->answer(rsdi_rc_cx(r), transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
+        r->rt->answer(&r->cx, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
         return RSD_OK;
     }
     if (transport > 0) transport = RSD_ERR_ARG;
@@ -11518,7 +11553,8 @@ RSDI_PRIVATE int rsdi_ollama_request(rsd_runtime_ctx *c, rsd_http_op op, const c
         memset(&o, 0, sizeof o);
         o.set_keep_alive = true;
         o.keep_alive_s = -1; /* what the chats send; the scheduler strategy releases it later */
-        if (c->context_length && model && strcmp(model, c->keep) == 0) o.num_ctx = c->load_context;
+        if (c->context_length && model && strcmp(model, c->keep) == 0)
+            o.num_ctx = rsd_reconcile_plan(c->r)->load_context;
         n = rsd_ollama_load_body(c->body, RSD_RECONCILE_BODY_MAX, rsd_str_c(model), &o);
     } else if (op == RSD_OP_UNLOAD) {
         n = rsd_ollama_unload_body(c->body, RSD_RECONCILE_BODY_MAX, rsd_str_c(model));
@@ -11632,7 +11668,7 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_runtime_ctx *c, rsd_http_op op, const char
             o.context_length = c->op_evicted->context_length;
         } else { /* the exact body, the clamped context */
             o = r->lms->load;
-            o.context_length = c->context_length ? (c->load_context ? c->load_context : c->context_length) : 0;
+            o.context_length = c->context_length ? (r->plan.load_context ? r->plan.load_context : c->context_length) : 0;
         }
         n = rsd_lms_load_body(c->body, RSD_RECONCILE_BODY_MAX, rsd_str_c(model ? model : ""), &o);
     } else if (op == RSD_OP_UNLOAD) {
@@ -11746,7 +11782,7 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
     f->n_residents = n;
     f->protected_models = r->protected_models;
     f->n_protected = r->n_protected;
-    f->context_length = r->ctx_len;
+    f->context_length = r->cx.context_length;
     f->model_max_context = r->ctx_max ? r->ctx_max : keep_model >= 0 ? m->cat->models[keep_model].max_context_length : 0;
     f->context_ceiling = r->ctx_ceiling;
     f->kv_bytes_per_token = r->kv_per_token;

@@ -673,9 +673,9 @@
            used before the next read), the in-memory instance
            records (a runtime with instances, no state directory and no etcd;
            when the state directory cannot be opened, create allocates them
-           then), the protected ids at their own length), its
-           reconcile's tables (rsd_reconcile_init with d->limits and
-           d->runtime: among them the answers' buffer of max_body_bytes, 8 KiB by
+           then), the protected ids at their own length, and its reconcile:
+           rsd_reconcile_footprint bytes made by rsd_reconcile_init with d->limits
+           and d->runtime: among its tables the answers' buffer of max_body_bytes, 8 KiB by
            default, that every answer of an ensure goes to as it arrives
            (on_body: a listing entry by entry, any other answer whole); detection
            reads into the same tokens and buffer), the HTTP client
@@ -2511,7 +2511,7 @@ typedef struct rsd_ensurer_desc {
     rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_*); allocator/logger
                                          default to the above. The ensure's own answers are read into one
                                          buffer of limits.max_body_bytes, not into the slots */
-    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults); allocator as above */
+    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults), in the ensurer's block */
     rsd_runtime_kind runtime;         /* the runtime of every ensure (a request's AUTO means it, a request
                                          naming another is refused); AUTO = any, detected by probing. A given
                                          runtime sizes the reconcile for it alone: no LM Studio state for a

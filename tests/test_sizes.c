@@ -622,7 +622,7 @@ static void test_id_arena_over_its_limit_is_a_clear_error(void) {
         (void)rsd_reconcile_feed(r, RSD_OK, 200, one, sizeof one - 1, 6);
         CHECK_EQ_INT(rsd_reconcile_next(r, 6).kind, RSD_STEP_LOCK);
         CHECK_EQ_INT(rsd_reconcile_set_ours(r, ours, 2), RSD_OK);
-        CHECK_EQ_INT(r->n_ours, 2);
+        CHECK_EQ_INT(r->cx.n_ours, 2);
         CHECK_EQ_STR(r->ours[1], pid[1]);
     }
     rc_free(&r);
