@@ -10383,7 +10383,8 @@ RSDI_PRIVATE int rsdi_rc_root(const rsd_runtime *rt, const char *base_url, char 
 }
 
 /* The target key before it is normalised: "<runtime name>|<base URL>", or the root URL for
-   a runtime with its own root rule (the shell's migration of old keys builds it too). */
+   a runtime with its own root rule (the shell's migration of old keys builds it too, from
+   the runtime's public root hook). */
 RSDI_PRIVATE int rsdi_rc_raw_key(const rsd_runtime *rt, const char *base_url, char *raw, size_t cap) {
     char root[RSD_RECONCILE_URL_MAX];
     int rc;
@@ -10780,7 +10781,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     if (!r->tables) { /* never given its tables */
         r->result.error = r->step.result = RSD_ERR_STATE;
         rsdi_cpy(r->result.message, sizeof r->result.message,
-                 "rsd_reconcile_begin: call rsd_reconcile_init first (it allocates the tables)");
+                 "rsd_reconcile_begin: call rsd_reconcile_init first (it makes the reconcile in its memory)");
         return RSD_ERR_STATE;
     }
     if (d && r->only_rt && (d->runtime ? d->runtime : rsd_runtime_router()) != r->only_rt) {
