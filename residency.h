@@ -917,33 +917,58 @@
 
    ---- driver: the sans-I/O reconcile -----------------------------------------
        One reconcile = "make model X resident on this server", as a state
-       machine that never touches a socket, a clock or a file, nor the heap
-       after rsd_reconcile_init (which allocates its tables once). The
-       caller owns the object, performs the steps it asks for (HTTP requests,
-       waits, the cross-process lock) and feeds the answers back. The shell in
-       residency_http.h runs it over sockets; tests run it with canned answers.
+       machine that never touches a socket, a clock, a file or the heap. It
+       is opaque and lives in the caller's memory: allocate
+       rsd_reconcile_footprint(lim) bytes (8-byte aligned, as malloc's are)
+       and make it there with rsd_reconcile_init (see Memory below); free that
+       memory to end it. The caller performs the steps it asks for (HTTP
+       requests, waits, the cross-process lock) and feeds the answers back. The
+       shell in residency_http.h runs it over sockets; tests run it with canned
+       answers.
 
-           static rsd_reconcile r;        (see Memory below; not on a small stack)
-           rsd_reconcile_init(&r, NULL);  (once: its tables, the defaults)
+           size_t size = rsd_reconcile_footprint(NULL);      (the defaults)
+           rsd_reconcile *r = (rsd_reconcile *)malloc(size);
+           rsd_reconcile_init(r, size, NULL);                (once; reused by every begin)
+           const rsd_reconcile_result *res = rsd_reconcile_result_of(r);
+           const rsd_reconcile_notice *notices;
            rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
            d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
            d.cache = &my_cache;  d.lock = true;
-           rsd_reconcile_begin(&r, &d, now_ms());
+           rsd_reconcile_begin(r, &d, now_ms());
            for (;;) {
-               rsd_step s = rsd_reconcile_next(&r, now_ms());
-               while (r.n_notices > seen) show(&r.notices[seen++]);   (live)
+               rsd_step s = rsd_reconcile_next(r, now_ms());
+               n = rsd_reconcile_notices(r, &notices);
+               while (seen < n) show(&notices[seen++]);                (live)
                if (s.kind == RSD_STEP_HTTP)   { send s.http; then
-                   rsd_reconcile_feed(&r, transport_rc, status, body, len, now_ms()); }
+                   rsd_reconcile_feed(r, transport_rc, status, body, len, now_ms()); }
                else if (s.kind == RSD_STEP_WAIT)   sleep_until(s.wake_ms);
                else if (s.kind == RSD_STEP_LOCK)   { take lock s.key by s.deadline_ms;
-                   rsd_reconcile_lock_done(&r, held, generation_now, now_ms()); }
-               else if (s.kind == RSD_STEP_COMMIT) { persist r.result.attr_add /
+                   rsd_reconcile_lock_done(r, held, generation_now, now_ms()); }
+               else if (s.kind == RSD_STEP_COMMIT) { persist res->attr_add /
                    attr_remove, bump the generation;
-                   rsd_reconcile_commit_done(&r, new_generation); }   (optional)
+                   rsd_reconcile_commit_done(r, new_generation); }   (optional)
                else if (s.kind == RSD_STEP_UNLOCK) release the lock;
                else break;                                   (RSD_STEP_DONE)
            }
-           r.result: outcome, error, decision, reason, message, evicted ...
+           res->outcome, error, decision, reason, message, evicted ...
+           free(r);                                          (it owns nothing else)
+
+       const rsd_reconcile_result *rsd_reconcile_result_of(const rsd_reconcile *r);
+           The result (below): final after DONE, its counters live; the same
+           pointer for the reconcile's life.
+       int rsd_reconcile_notices(const rsd_reconcile *r, const rsd_reconcile_notice **out);
+           How many notices this reconcile has so far; *out (NULL: not
+           written) = the first. They are appended as they happen.
+       const char *rsd_reconcile_key(const rsd_reconcile *r);
+           The normalised target key of the last begin ("" before one).
+       double rsd_reconcile_progress(const rsd_reconcile *r, const char **stage);
+           The waited load's last progress value 0..1 (-1 = none yet) and
+           *stage its stage name ("" = none); see rsd_reconcile_event.
+       void rsd_reconcile_scratch(r, rsd_json_tok **toks, uint32_t *n_toks,
+                                  char **buf, size_t *cap);
+           Its JSON tokens and answers' buffer, for the host to borrow while
+           no reconcile runs (before begin, after DONE), e.g. for detection
+           (rsd_detect.toks and .buf). Nothing is written when an argument is NULL.
 
        int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d,
                                uint64_t now_ms);
@@ -1040,9 +1065,9 @@
            when the event ends the wait (the poll is due now, or already was),
            0 when it was ignored (another model, progress, not waiting, not
            JSON), RSD_ERR_ARG. A progress event of the waited model leaves its
-           stage and value in r->load_stage ("" until one names a plain stage
-           name: "fit_params", "text_model", "mmproj_model") and r->load_value
-           (0..1, when r->has_load_value), from either shape:
+           stage ("" until one names a plain stage name: "fit_params",
+           "text_model", "mmproj_model") and value (0..1) for
+           rsd_reconcile_progress, from either shape:
            {"status":"loading","progress":{"stage":S,"value":V}} (later routers,
            PR #24828) or {"status":"loading","progress":{"stages":[...],
            "current":S,"value":V}} (July); begin clears them. The shell
@@ -1108,7 +1133,7 @@
         5. Gate: a plan that evicts while the listing does not
            name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
         6. Notices of the plan are rendered to text and appended to
-           r->notices at once (readable while the machine runs) -- except for
+           the notices at once (readable while the machine runs) -- except for
            a plan that will take the lock to mutate (LOAD, LOAD_AFTER_EVICT with
            d.lock): its notices wait for the decision under the lock (step 8)
            and appear then, so a plan the lock overtakes (another process
@@ -1267,7 +1292,7 @@
        The router never receives a request that names a model on a GET, so no
        probe can autoload; the machine sends no "?model=" probes.
 
-     Result (r->result; final after DONE, counters live)
+     Result (rsd_reconcile_result_of(r); final after DONE, counters live)
            outcome     RESIDENT (keep loaded or sleeping), OBSERVED (opt-out),
                        DECLINED, LOAD_FAILED, DEGRADED (could not read the
                        server, or the deadline passed before any mutation)
@@ -1285,8 +1310,9 @@
            instance: views into r, valid until the next begin), wire_id (the id
            to send: the keep, or the instance resolved or loaded), model_key,
            requests, load_attempts, elapsed_ms.
-       Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
-       the limits' max_notices, RSD_RECONCILE_MAX_NOTICES by default), appended as they happen: the plan's notices
+       Notices: rsd_reconcile_notices(r, &n) gives n[0 .. count) (result.notices_dropped
+       counts those beyond the limits' max_notices, RSD_RECONCILE_MAX_NOTICES by
+       default, or their text arena), appended as they happen: the plan's notices
        (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
        .subject) and driver notices (dmsg: kind/level):
            RESTORED       restored/warning (after a failed load),
@@ -1315,21 +1341,32 @@
        (its name is the key prefix) and reuses the whole machine -- begin's desc
        checks, the cache, notices, lock, COMMIT, UNLOCK, the restore loop and the
        result -- without touching the implementation (examples/custom_runtime.c
-       shows one). Hooks of the router order:
-           request(r, op, model, out)   build the request: write the URL into
-               r->url (rsd_reconcile_set_url(r, path) appends a path to the
-               root), the body into r->body (rsd_reconcile_model_body writes
-               {"model":id}), then rsd_reconcile_http_fill(r, out, method,
+       shows one). Every hook gets c, the reconcile's rsd_runtime_ctx: what a
+       runtime needs of it, kept current by the machine. It reads c->root,
+       c->keep, c->target_id, c->ours[0 .. c->n_ours) (the attribution),
+       c->context_length (desc.context_length), c->op_instance, c->op_evicted,
+       c->stage, c->toks + c->max_tokens; it writes c->url
+       (RSD_RECONCILE_URL_MAX bytes), c->body (RSD_RECONCILE_BODY_MAX),
+       c->made_instance (RSD_MODEL_ID_MAX) and c->data (RSD_RECONCILE_RT_DATA
+       bytes of scratch, 8-aligned, zeroed by begin); c->r is the reconcile
+       for the calls below. Accessors give the rest: rsd_reconcile_plan(c->r)
+       (the last decision: load_context, fallback, ...) and
+       rsd_reconcile_facts(c->r) (what the next rsd_reconcile_decide reads).
+       Hooks of the router order:
+           request(c, op, model, out)   build the request: write the URL into
+               c->url (rsd_reconcile_set_url(c->r, path) appends a path to the
+               root), the body into c->body (rsd_reconcile_model_body writes
+               {"model":id}), then rsd_reconcile_http_fill(c->r, out, method,
                body_len or -1) adds the headers. op is LIST, CAPACITY, LOAD,
                UNLOAD or POLL (POLL is built as LIST). During an UNLOAD,
-               r->op_instance is the victim's listed instance id ("" if none);
-               during a restoring LOAD r->op_evicted is the entry brought back;
-               r->plan.load_context is the clamped context for a LOAD of the keep
-               (model == r->keep).
-           parse_list(r, body, len, out)  fill *out (r->toks is the token
+               c->op_instance is the victim's listed instance id ("" if none);
+               during a restoring LOAD c->op_evicted is the entry brought back;
+               rsd_reconcile_plan(c->r)->load_context is the clamped context
+               for a LOAD of the keep (model == c->keep).
+           parse_list(c, body, len, out)  fill *out (c->toks is the token
                array); <0 = the listing cannot be acted on (degrade). The body
                is whole: at most max_body_bytes.
-           list_entry(r, out, key, el), list_end(r, out, rc, top)  instead of
+           list_entry(c, out, key, el), list_end(c, out, rc, top)  instead of
                parse_list (both or neither): a 2xx listing is read as it
                arrives through rsd_json_split into the answers' buffer;
                list_entry takes each entry of a top-level list (el NULL when
@@ -1337,8 +1374,8 @@
                rc (<0: the answer is broken or over the buffer) and the kept
                top level, and returns as parse_list. The built-in runtimes
                read their listings this way.
-           parse_capacity(r, ...)   NULL = no capacity request.
-           load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
+           parse_capacity(c, ...)   NULL = no capacity request.
+           load_answer(c, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
                DOWNLOADING (wait, load again when the download ends),
                ALREADY, LIMIT (re-list; room listed or another model loading:
                BUSY's backoff; else re-decide with the server full at its
@@ -1347,25 +1384,24 @@
                at most RSD_RECONCILE_LOAD_ATTEMPTS - 1 such rounds), BUSY (a
                transient refusal: load again after a backoff within the
                deadline, step 10) or REJECTED. It may
-               write r->made_instance (an instance id the load made: it becomes
+               write c->made_instance (an instance id the load made: it becomes
                result.wire_id and is attributed as ours).
            deadline_ms, probe_timeout_ms, restore_ms: the runtime's defaults
                (0 = the machine's); root(base_url, out, cap): its root URL rule
                (NULL = drop trailing '/' and one "/v1"); a runtime with it is
                keyed by its root.
-       A runtime with its own order sets start, answer and locked: start(r,
+       A runtime with its own order sets start, answer and locked: start(c,
        now) issues the first request after a cache miss; every request it
-       issues with rsd_reconcile_http(r, stage, op, model, restoring, now)
-       (built by its request hook) is answered to answer(r, transport, status,
-       body, len, now) with r->stage = stage; locked(r, held, unchanged, now)
+       issues with rsd_reconcile_http(c->r, stage, op, model, restoring, now)
+       (built by its request hook) is answered to answer(c, transport, status,
+       body, len, now) with c->stage = stage; locked(c, held, unchanged, now)
        follows lock_done (unchanged = held and nothing changed since begin). It
        uses the machine's lifecycle: rsd_reconcile_add_notice, rsd_reconcile_
-       decide (r->facts filled by the hook; the plan's notices), rsd_reconcile_
-       lock, rsd_reconcile_evicted and rsd_reconcile_attr (what left, what is
-       ours), rsd_reconcile_load_failed (LOAD_FAILED, notice, the restore loop)
-       and rsd_reconcile_finish (COMMIT, UNLOCK, cache, DONE). LM Studio is
-       built this way. r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by
-       begin) is scratch the hooks own. Flags: RSD_RT_CATALOG (listing names
+       decide (rsd_reconcile_facts filled by the hook; the plan's notices),
+       rsd_reconcile_lock, rsd_reconcile_evicted and rsd_reconcile_attr (what
+       left, what is ours), rsd_reconcile_load_failed (LOAD_FAILED, notice, the
+       restore loop) and rsd_reconcile_finish (COMMIT, UNLOCK, cache, DONE). LM
+       Studio is built this way. Flags: RSD_RT_CATALOG (listing names
        every servable model: enables the loadability gate), RSD_RT_LOAD (explicit load;
        without it the reconcile ends RESIDENT after the unloads and the request
        itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
@@ -1385,15 +1421,19 @@
        512, RSD_RECONCILE_MAX_NOTICES 64 (text under 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
        RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11).
-       Memory: the caller owns the rsd_reconcile (under 50 KiB on x86-64: the
-       result, the plan, the facts, URLs; static or malloc'd, not a small
-       stack) and gives it its tables once with
-           int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
-       which allocates one block through lim->allocator (zeroed: the default
-       allocator): the notices and their text, the id arena, the LM Studio
-       state, both listings' storage (LM Studio's catalog lives in it, at
-       least its 31 KiB: a reconcile on LM Studio lists into neither), the
-       answers' buffer and the JSON tokens, sized by lim (zeroed fields are defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       Memory: the reconcile lives in one block of the caller's memory:
+           size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
+           int rsd_reconcile_init(rsd_reconcile *r, size_t size, const rsd_reconcile_limits *lim);
+       Allocate footprint(lim) bytes (0 = lim is invalid), 8-byte aligned
+       (malloc's memory is; static or heap, any storage that outlives the
+       reconcile), and pass them as r with their size. init lays out the
+       struct (51 KiB on x86-64: the result, the plan, the facts, URLs) and
+       its tables after it: the notices and their text, the id arena, the LM
+       Studio state, both listings' storage (LM Studio's catalog lives in it,
+       at least its 31 KiB: a reconcile on LM Studio lists into neither), the
+       answers' buffer and the JSON tokens, sized by lim (NULL or zeroed
+       fields = defaults; rsd_reconcile_limits_fill(lim) writes the defaults
+       into the zeroed fields, RSD_OK or RSD_ERR_ARG): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
        64: a server listing 64 models), arena_bytes (their ids, aliases and
        tags, RSD_LISTING_ARENA_PER_MODEL 176 per entry: names over it end
        DEGRADED naming arena_bytes), max_tokens (JSON tokens held at once: an answer
@@ -1416,18 +1456,18 @@
        RSD_RECONCILE_IDS_PER_MODEL 128 per listing entry, 8 KiB with the
        defaults: 63 ids of 120 bytes that are both ours and victims fit),
        max_notices (notices kept, RSD_RECONCILE_MAX_NOTICES 64; more are
-       counted in notices_dropped), notice_text_bytes (their subjects and
+       counted in result.notices_dropped), notice_text_bytes (their subjects and
        texts together, RSD_RECONCILE_NOTICE_TEXT_AVG 160 per notice, at least
        1 KiB; a typical line is 130 bytes) and runtime (NULL = any; else the
        only runtime begin accepts, and a runtime without RSD_RT_INSTANCES
-       gets no LM Studio state, about 7 KiB). RSD_OK, RSD_ERR_ARG (bad
-       limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees the block;
-       rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus the block
-       (under 134 KiB with the defaults on x86-64, of it 6 KiB tokens, 33
-       KiB listings, 18 KiB notices, 11 KiB ids, 8 KiB answers' buffer and
-       7 KiB LM Studio state;
-       checked by tests/test_sizes.c). begin reuses the tables; begin on a reconcile that was
-       never given them is RSD_ERR_STATE, and with a desc.runtime other than
+       gets no LM Studio state, about 7 KiB). init returns RSD_OK, RSD_ERR_ARG
+       (r NULL or not 8-byte aligned, bad limits) or RSD_ERR_BUFFER (size
+       under the footprint). The reconcile owns nothing else: free the block
+       to end it. The footprint is under 134 KiB with the defaults on x86-64:
+       the struct, 6 KiB tokens, 33 KiB listings, 18 KiB notices, 11 KiB ids,
+       8 KiB answers' buffer and 7 KiB LM Studio state (checked by
+       tests/test_sizes.c). begin reuses the tables; begin on zeroed memory
+       init never made a reconcile is RSD_ERR_STATE, and with a desc.runtime other than
        limits.runtime RSD_ERR_ARG (result.message says so). An answer over the
        limits is never acted on: more entries than max_models
        (RSD_ERR_LISTING_TRUNCATED), an entry of more tokens than max_tokens
@@ -1444,9 +1484,9 @@
        listing make the reconcile DEGRADED (RSD_ERR_TOO_LARGE) before
        anything is unloaded or loaded, result.message naming id_arena_bytes. A notice that finds less room than its text in
        notice_text_bytes is cut to it (text_cut); one that finds none is
-       dropped and counted in notices_dropped. The result's evicted ids and
-       the notices' strings live in these arenas: valid until the next begin.
-       Past init: no allocation, no globals, no clock, no I/O. Deterministic: the same
+       dropped and counted in result.notices_dropped. The result's evicted ids
+       and the notices' strings live in these arenas: valid until the next
+       begin. No allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
        Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
        DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED.
@@ -1493,21 +1533,21 @@
        its own order: it detects the API tier, resolves which wire id a
        request uses, loads with an exact body and only then, on failure, frees room.
 
-           static rsd_reconcile r;        (rsd_reconcile_init(&r, NULL) once)
+           rsd_reconcile *r = ...;        (footprint bytes, rsd_reconcile_init once)
            rsd_reconcile_desc d; memset(&d, 0, sizeof d);
            d.runtime = rsd_runtime_lmstudio();
            d.base_url = "http://studio:1234/v1"; d.keep = "qwen3.8-27b";
            d.explicit_load = true; d.context_length = 262144; d.lock = true;
            d.owned = owned_from_state; d.n_owned = n;     (persisted)
-           rsd_reconcile_begin(&r, &d, now); then the loop above; COMMIT:
+           rsd_reconcile_begin(r, &d, now); then the loop above; COMMIT:
                  rsd_state_attr_remove(key, a.model, a.instance) for each
                  result.attr_remove[], rsd_state_attr_add(...) for attr_add[], bump
                  the generation, rsd_reconcile_commit_done (or _commit_failed).
-                 Optional, before lock_done: rsd_reconcile_set_owned(&r, owned, n)
+                 Optional, before lock_done: rsd_reconcile_set_owned(r, owned, n)
                  with the owned instances read again under the lock (a changed set
                  makes it list and decide again, as rsd_reconcile_set_ours).
            (residency_http.h's rsd_ensurer does all of this: its ensure section.)
-           then send the chat with "model": r.result.wire_id.
+           then send the chat with "model": rsd_reconcile_result_of(r)->wire_id.
 
        Behaviour, in order:
         1. Catalog: GET <root>/api/v1/models, else /api/v0/models,
@@ -1954,9 +1994,10 @@
        always exists. `if (r < 0)` is always the error test.
 
    MEMORY
-       Nothing in residency.h allocates except rsd_listing_create, rsd_pool_create
-       and rsd_reconcile_init (its tables), which use the allocator in their desc or
-       limits (or RSD_DEFAULT_ALLOC/FREE when it is zeroed); residency_http.h
+       Nothing in residency.h allocates except rsd_listing_create and
+       rsd_pool_create, which use the allocator in their desc (or
+       RSD_DEFAULT_ALLOC/FREE when it is zeroed); a reconcile lives in memory the
+       caller gives rsd_reconcile_init (rsd_reconcile_footprint bytes); residency_http.h
        allocates in its *_create functions and rsd_state_open, and mbedTLS in its own.
        Allocator hooks are both-or-neither: giving only one is RSD_ERR_ARG.
 
@@ -3481,29 +3522,56 @@ typedef struct rsd_reconcile_result {
     int n_attr_remove;
     rsd_attr_ref attr_remove[RSD_RECONCILE_MAX_ATTR];
     int state_error;          /* RSD_OK, or why the COMMIT was not persisted (commit_failed) */
+    int notices_dropped;      /* notices past limits.max_notices or the text arena, not kept */
 } rsd_reconcile_result;
 
+/* The reconcile: opaque, in the caller's memory (rsd_reconcile_footprint bytes, given to
+   rsd_reconcile_init). */
 typedef struct rsd_reconcile rsd_reconcile;
+
+/* What a runtime hook sees of its reconcile, kept current by the machine for each hook
+   call. A hook writes only url, body, made_instance and data. */
+typedef struct rsd_runtime_ctx {
+    rsd_reconcile *r;                 /* for rsd_reconcile_set_url, _model_body, _http_fill and the
+                                         lifecycle calls of a runtime with its own order */
+    const char *root;                 /* the target's root URL (base URL without trailing '/' and one
+                                         "/v1", or the runtime's root hook's) */
+    const char *keep;                 /* the model to make resident ("" when freeing bytes) */
+    const char *target_id;            /* the target as messages name it */
+    const char *const *ours;          /* the ids this library loaded on the target (desc.ours, set_ours) */
+    int n_ours;
+    uint32_t context_length;          /* desc.context_length (0 = none asked); the clamped context of a
+                                         LOAD of the keep is rsd_reconcile_plan(c->r)->load_context */
+    const char *op_instance;          /* request of an UNLOAD: the victim's listed instance id, or "" */
+    const rsd_evicted *op_evicted;    /* request of a restoring LOAD: the entry it brings back, or NULL */
+    int stage;                        /* own order: the stage of the step answered (-1 = none) */
+    char *url;                        /* the request's URL, RSD_RECONCILE_URL_MAX bytes */
+    char *body;                       /* the request's body, RSD_RECONCILE_BODY_MAX bytes */
+    char *made_instance;              /* load_answer: the instance id a load made, RSD_MODEL_ID_MAX bytes */
+    rsd_json_tok *toks;               /* tokens to parse an answer (its top level and one entry) */
+    uint32_t max_tokens;
+    void *data;                       /* RSD_RECONCILE_RT_DATA bytes of scratch, 8-aligned, zeroed by begin */
+} rsd_runtime_ctx;
 
 /* A runtime adapter: hooks the machine calls, plus flags and defaults. The first four
    serve the router order (list, capacity, decide, unload, load, wait); a runtime with
    its own order (LM Studio: load first, free room on failure) sets start, answer and
    locked and drives the machine's lifecycle functions (rsd_reconcile_http, _notice,
-   _degrade, _lock, _finish, _load_failed). Every hook may use the rsd_reconcile. */
+   _lock, _finish, _load_failed). Every hook gets the rsd_runtime_ctx. */
 typedef struct rsd_runtime {
     const char *name;         /* key prefix and default runtime_id, e.g. "llamacpp" */
     const char *label;        /* for messages, e.g. "llama.cpp router" */
     rsd_strategy strategy;
     uint32_t flags;           /* RSD_RT_* */
-    /* Fill out (url in r->url, body in r->body) for op on model. RSD_OK or <0. */
-    int (*request)(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *out);
+    /* Fill out (url in c->url, body in c->body) for op on model. RSD_OK or <0. */
+    int (*request)(rsd_runtime_ctx *c, rsd_http_op op, const char *model, rsd_step_http *out);
     /* Parse a 2xx listing body into out; <0 when it cannot be acted on. */
-    int (*parse_list)(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out);
+    int (*parse_list)(rsd_runtime_ctx *c, const char *body, size_t len, rsd_listing *out);
     /* Parse a 2xx capacity body: *max (0 unknown), *unlimited. NULL = no probe. */
-    int (*parse_capacity)(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
+    int (*parse_capacity)(rsd_runtime_ctx *c, const char *body, size_t len, uint32_t *max,
                           bool *unlimited);
-    /* Classify the answer to a load request (may set r->made_instance). */
-    rsd_load_answer (*load_answer)(rsd_reconcile *r, int status, const char *body, size_t len);
+    /* Classify the answer to a load request (may write c->made_instance). */
+    rsd_load_answer (*load_answer)(rsd_runtime_ctx *c, int status, const char *body, size_t len);
     /* Defaults of the desc's timeouts for this runtime; 0 = the machine's. */
     uint32_t deadline_ms, probe_timeout_ms, restore_ms;
     /* Root URL from the configured base URL (RSD_OK or <0); NULL = drop trailing '/'
@@ -3512,16 +3580,16 @@ typedef struct rsd_runtime {
     /* Own order (all three or none): start issues the first step after a cache miss;
        answer takes every HTTP answer of a step issued with a stage >= 0;
        locked follows lock_done (unchanged: held and nothing changed since begin). */
-    void (*start)(rsd_reconcile *r, uint64_t now_ms);
-    void (*answer)(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+    void (*start)(rsd_runtime_ctx *c, uint64_t now_ms);
+    void (*answer)(rsd_runtime_ctx *c, int transport, int status, const char *body, size_t len,
                    uint64_t now_ms);
-    void (*locked)(rsd_reconcile *r, bool held, bool unchanged, uint64_t now_ms);
+    void (*locked)(rsd_runtime_ctx *c, bool held, bool unchanged, uint64_t now_ms);
     /* A 2xx listing read as it arrives, in place of parse_list (both or neither):
        list_entry takes each entry of a top-level list (key raw, as rsd_json_split gives
        it; el NULL when that list begins), list_end the splitter's verdict (rc < 0) and
        the kept top level, and returns as parse_list. */
-    void (*list_entry)(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el);
-    int (*list_end)(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top);
+    void (*list_entry)(rsd_runtime_ctx *c, rsd_listing *out, rsd_str key, const rsd_json_doc *el);
+    int (*list_end)(rsd_runtime_ctx *c, rsd_listing *out, int rc, const rsd_json_doc *top);
 } rsd_runtime;
 
 /* Runtime flags. */
@@ -3597,146 +3665,7 @@ typedef struct rsd_reconcile_desc {
     int n_peers;                      /* 0..RSD_LMS_MAX_PEERS */
 } rsd_reconcile_desc;
 
-/* LM Studio's part of an rsd_reconcile (internal). */
-typedef struct rsd_lms_machine {
-    /* every string below lives in the reconcile's id arena (rsd_reconcile.ids) */
-    int tier_try, ci, ui, n_cand, n_unload, evict_mark, n_before, n_owned, n_peers, n_peer_ids, n_made;
-    bool explicit_load, retried_plain;
-    rsd_lms_load_opts load;
-    const char *default_model;
-    char first_err[RSD_RECONCILE_TEXT_MAX];
-    const char *owned_model[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
-    rsd_str owned_inst[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
-    const char *made[RSD_LMS_MAX_EVICT + 1];              /* instance ids our loads made */
-    rsd_str peer_ids[RSD_LMS_MAX_PEER_IDS];               /* the peers' instance ids, peer by peer */
-    const char *cand[RSD_MAX_RESIDENTS];                  /* fallback keys in rank order */
-    const char *before[16];                               /* keep's instances before our load */
-    const char *unload_inst[16];                          /* owned instances of cand[ci] */
-    uint32_t unload_ctx[16];
-    rsd_lms_peer peers[RSD_LMS_MAX_PEERS];                /* desc.peers (views into peer_ids) */
-    rsd_lms_catalog *cat;             /* the catalog, in the storage of rsd_reconcile.snap and .poll (a
-                                         reconcile on LM Studio lists into neither) */
-    rsd_lms_reply reply;
-} rsd_lms_machine;
-
-/* The reconcile state machine. Caller-owned, big, reusable; fields not listed as
-   public are internal. Public: result, notices, n_notices, notices_dropped, key; for
-   runtime hooks also root, keep, target_id, url, body, toks, op_instance, op_evicted,
-   made_instance, stage, plan, rt_data. */
-struct rsd_reconcile {
-    rsd_reconcile_result result;
-    int n_notices;
-    int notices_dropped;
-    rsd_reconcile_notice *notices;    /* max_notices of them (in the tables) */
-    int max_notices;                  /* limits.max_notices */
-    char *ntext;                      /* the notices' text arena (in the tables): subjects and texts */
-    size_t ntext_cap, ntext_used;     /* limits.notice_text_bytes, and how many are used */
-    char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
-    /* internal: the tables rsd_reconcile_init allocated, sized by its limits */
-    void *tables;
-    rsd_allocator tables_alloc;
-    uint32_t max_tokens;              /* toks[] entries */
-    size_t max_body;                  /* the answers' buffer: bytes of an answer kept whole, or of a
-                                         listing's top level and one entry */
-    char *ans;                        /* that buffer (in the tables) */
-    size_t ans_len;                   /* bytes of the answer kept whole */
-    rsd_json_split split;             /* a listing answer read as it arrives */
-    rsd_json_doc ans_top;             /* its top level, once the feed has it */
-    int ans_rc;                       /* its reader's verdict (RSDI_ANS_READ) */
-    uint8_t ans_state;                /* RSDI_ANS_*: kept whole, split, over the buffer, read */
-    const rsd_runtime *only_rt;       /* limits.runtime: the one runtime begin accepts (NULL = any) */
-    /* internal: copied desc */
-    const rsd_runtime *rt;
-    rsd_logger logger;
-    rsd_decision_cache *cache;
-    char root[RSD_RECONCILE_URL_MAX]; /* base URL without trailing '/' and "/v1" */
-    char target_id[RSD_RECONCILE_URL_MAX];
-    char runtime_id[64];
-    char keep[RSD_MODEL_ID_MAX];
-    char auth[RSD_RECONCILE_BEARER_MAX + 8];
-    rsd_optout optout;
-    bool keep_pinned, want_lock, has_gen;
-    uint64_t gen, commit_gen;
-    uint32_t ctx_len, ctx_max, ctx_ceiling, ctx_floor, probe_ms, restore_ms;
-    uint64_t cap_bytes, keep_bytes, kv_per_token;
-    int n_protected, n_ours;
-    rsd_protected_model protected_models[RSD_MAX_PROTECTED];
-    size_t id_bytes;                  /* limits.max_id_bytes: an id kept is shorter */
-    char *ids;                        /* the id arena (in the tables): every id the reconcile keeps, once */
-    size_t ids_cap, ids_used;         /* its bytes (limits.id_arena_bytes) and how many are used */
-    bool ids_full;                    /* an id did not fit in it (the reconcile degrades) */
-    const char **protected_ids;       /* RSD_MAX_PROTECTED rows (in the tables; strings in ids) */
-    const char **ours;                /* RSD_RECONCILE_MAX_OURS rows (as above) */
-    const char **last_id;             /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (as above) */
-    uint64_t last_ms[RSD_RECONCILE_MAX_OURS]; /* desc.last_used figures */
-    int n_last;
-    /* internal: machine */
-    int phase, after_wait;
-    int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
-    bool shown, locked;
-    bool cap_known;                   /* desc.capacity_known: no capacity request */
-    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
-    uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
-    uint32_t poll_delay, max_instances;
-    bool unlimited;
-    char wait_model[RSD_MODEL_ID_MAX];
-    const char **victims;                     /* RSD_MAX_RESIDENTS rows each, in the tables (strings in ids) */
-    uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
-    const char **victim_inst;                 /* its listed instance, or "" */
-    int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
-    int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
-    const char **pinned;                      /* protected residents of the decision (not victims) */
-    bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
-    uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
-    bool wait_pre_failed, wait_pre_has_exit;  /* its failed:true / exit_code before the wait */
-    int64_t wait_pre_exit;
-    uint64_t wait_t0;
-    rsd_resident res[RSD_MAX_RESIDENTS];
-    rsd_step step;
-    char url[RSD_RECONCILE_URL_MAX];
-    char body[RSD_RECONCILE_BODY_MAX];
-    const char *op_instance;          /* for hooks: instance of the model of the current request, or "" */
-    /* internal: a run's state, zeroed by begin in one piece (posted to rt_data) */
-    bool posted;
-    bool stage_restoring;             /* the outstanding step is bounded by the restore budget */
-    bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
-    bool notices_held;                /* the plan's notices wait for the decision under the lock */
-    bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
-    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
-    bool keep_ok;                     /* the keep loaded (restore pass after success) */
-    bool ctx_noticed;                 /* the context notice was given */
-    bool poll_fresh;                  /* poll holds a listing newer than the last load POST */
-    bool wait_fresh;                  /* the waited model changed since the wait began */
-    bool has_load_value;              /* load_value holds the last progress value */
-    char load_stage[RSD_RECONCILE_STAGE_MAX]; /* the waited load's last progress stage ("" none) */
-    double load_value;                /* and its value, 0..1 */
-    int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
-    int probe_tries;                  /* listing/props attempts of the current probe */
-    int busy_tries;                   /* loads sent again after a transient refusal (backoff);
-                                         not counted against RSD_RECONCILE_LOAD_ATTEMPTS */
-    int limit_rounds;                 /* model-limit answers that made it evict one more */
-    int fail_error;
-    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
-    const rsd_listing *last_list;     /* snap or poll, whichever was read last */
-    const rsd_evicted *op_evicted;    /* for hooks: the entry a restoring LOAD brings back, or NULL */
-    char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
-    char fail_reason[RSD_RECONCILE_TEXT_MAX];
-    char made_instance[RSD_MODEL_ID_MAX]; /* for hooks: load_answer writes the instance a load made */
-    rsd_plan plan;
-    rsd_facts facts;
-    union {
-        uint64_t align;
-        unsigned char bytes[RSD_RECONCILE_RT_DATA];
-    } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
-    rsd_lms_machine *lms;             /* instances and LM Studio's state (in the tables; NULL when
-                                         limits.runtime has no instances) */
-    rsd_listing snap;                 /* listing the decision was made on (storage in the tables) */
-    rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
-    rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
-};
-
-/* Sizes of the tables rsd_reconcile_init allocates; zeroed = defaults (a server listing 64
-   models, any runtime). */
+/* Sizes of a reconcile's tables; zeroed = defaults (a server listing 64 models, any runtime). */
 typedef struct rsd_reconcile_limits {
     int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
     size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
@@ -3757,18 +3686,32 @@ typedef struct rsd_reconcile_limits {
     const rsd_runtime *runtime;       /* the only runtime begin accepts; NULL = any. The state of a runtime
                                          with instances (LM Studio) is allocated only when it can be used:
                                          runtime NULL or one with RSD_RT_INSTANCES */
-    rsd_allocator allocator;          /* for the tables; zeroed = RSD_DEFAULT_ALLOC */
 } rsd_reconcile_limits;
 
-/* Allocate r's tables, sized by lim (NULL = defaults), through lim's allocator: the only
-   allocation of a reconcile; begin and the steps reuse them. RSD_OK, RSD_ERR_ARG (NULL r,
-   a limit out of range, one allocator hook without the other), RSD_ERR_NOMEM. */
-RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
-/* Free the tables of rsd_reconcile_init (r itself is the caller's). */
-RSD_API void rsd_reconcile_release(rsd_reconcile *r);
-/* Bytes of a reconcile with lim (NULL = defaults): sizeof(rsd_reconcile) plus its tables;
-   0 when lim is invalid. */
+/* Bytes of a reconcile with lim (NULL = defaults): the struct and its tables; 0 when lim
+   is invalid. */
 RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
+/* Make a reconcile in mem (size bytes, at least rsd_reconcile_footprint(lim), 8-byte
+   aligned: malloc's memory is), sized by lim (NULL = defaults). It owns nothing else:
+   to end it, free mem. RSD_OK, RSD_ERR_ARG (NULL, misaligned, a limit out of range),
+   RSD_ERR_BUFFER (size too small). */
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, size_t size, const rsd_reconcile_limits *lim);
+/* lim with each zeroed field set to the default init uses. RSD_OK, RSD_ERR_ARG. */
+RSD_API int rsd_reconcile_limits_fill(rsd_reconcile_limits *lim);
+/* The result (final after DONE, counters live); never NULL for a reconcile. */
+RSD_API const rsd_reconcile_result *rsd_reconcile_result_of(const rsd_reconcile *r);
+/* The notices so far, in order: *out (may be NULL) = the first, returns how many. */
+RSD_API int rsd_reconcile_notices(const rsd_reconcile *r, const rsd_reconcile_notice **out);
+/* The normalised target key of the last begin ("" before one). */
+RSD_API const char *rsd_reconcile_key(const rsd_reconcile *r);
+/* The waited load's last progress: its value 0..1 (-1 = none yet), *stage (may be NULL)
+   its stage name ("" = none). */
+RSD_API double rsd_reconcile_progress(const rsd_reconcile *r, const char **stage);
+/* Its JSON tokens and answers' buffer, for the host to borrow while no reconcile runs
+   (before begin, after DONE): what detection and other parsers may use. Nothing is
+   written when an argument is NULL. */
+RSD_API void rsd_reconcile_scratch(rsd_reconcile *r, rsd_json_tok **toks, uint32_t *n_toks, char **buf,
+                                   size_t *cap);
 /* Start a reconcile (copies d; no I/O). RSD_OK or <0 (then next() says DONE). */
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms);
 /* The next step to perform (idempotent while one is outstanding). */
@@ -3813,15 +3756,15 @@ RSD_API const char *rsd_driver_msg_str(int dmsg);
    or "<name>|<root>" for a runtime with a root hook. Its length or <0. */
 RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url, char *out, size_t cap);
 
-/* For runtime hooks: the machine's lifecycle, the same for every runtime. */
-/* r->url = root + path. RSD_OK or RSD_ERR_URL when it does not fit. */
+/* For runtime hooks (r = their c->r): the machine's lifecycle, the same for every runtime. */
+/* c->url = root + path. RSD_OK or RSD_ERR_URL when it does not fit. */
 RSD_API int rsd_reconcile_set_url(rsd_reconcile *r, const char *path);
-/* r->body = {"model": model}; its length or <0. */
+/* c->body = {"model": model}; its length or <0. */
 RSD_API int rsd_reconcile_model_body(rsd_reconcile *r, const char *model);
-/* Fill a request: method, r->url, r->body[0..body_len) (body_len < 0: none), headers. */
+/* Fill a request: method, c->url, c->body[0..body_len) (body_len < 0: none), headers. */
 RSD_API void rsd_reconcile_http_fill(rsd_reconcile *r, rsd_step_http *h, const char *method, int body_len);
 /* Own order: issue an HTTP step (built by rt->request) whose answer goes to rt->answer
-   with r->stage = stage (>= 0); restoring = bounded by the restore budget. */
+   with c->stage = stage (>= 0); restoring = bounded by the restore budget. */
 RSD_API void rsd_reconcile_http(rsd_reconcile *r, int stage, rsd_http_op op, const char *model,
                                 bool restoring, uint64_t now_ms);
 /* Append a driver notice (formatted, escaped for a terminal; dropped and counted when full). */
@@ -3830,9 +3773,13 @@ __attribute__((format(printf, 6, 7)))
 #endif
 RSD_API void rsd_reconcile_add_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
                                   rsd_notice_level level, const char *subject, const char *fmt, ...);
-/* Decide on facts (r->facts, filled by the hook) into r->plan and the result's decision
-   fields; emit = append the plan's notices now. RSD_OK or <0. */
+/* Decide on the facts (rsd_reconcile_facts, filled by the hook) into the plan and the
+   result's decision fields; emit = append the plan's notices now. RSD_OK or <0. */
 RSD_API int rsd_reconcile_decide(rsd_reconcile *r, bool emit);
+/* The facts the next rsd_reconcile_decide reads (zeroed by begin). */
+RSD_API rsd_facts *rsd_reconcile_facts(rsd_reconcile *r);
+/* The plan of the last decide. */
+RSD_API const rsd_plan *rsd_reconcile_plan(const rsd_reconcile *r);
 /* Own order: issue the LOCK step (rt->locked follows lock_done). */
 RSD_API void rsd_reconcile_lock(rsd_reconcile *r);
 /* End: COMMIT when anything was mutated, UNLOCK when locked, cache, DONE. */
@@ -3879,9 +3826,9 @@ typedef struct rsd_detect {
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_step step;
     /* the caller's, set before begin (begin keeps them): the JSON tokens an answer is
-       parsed into, e.g. a reconcile's r.toks and r.max_tokens; and the buffer an answer
-       given by rsd_detect_body is kept in (a listing that does not fit is read as it
-       arrives), e.g. a reconcile's r.ans and r.max_body; none = answers whole to the feed */
+       parsed into; and the buffer an answer given by rsd_detect_body is kept in (a
+       listing that does not fit is read as it arrives); e.g. a reconcile's, from
+       rsd_reconcile_scratch; no buffer = answers whole to the feed */
     rsd_json_tok *toks;
     uint32_t n_toks;
     char *buf;
@@ -9235,7 +9182,7 @@ enum {
     RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
     RSDI_PH_UNLOCK,    /* UNLOCK step issued */
-    RSDI_PH_RUNTIME,   /* awaiting an answer for the runtime's own order (r->stage) */
+    RSDI_PH_RUNTIME,   /* awaiting an answer for the runtime's own order (r->cx.stage) */
     RSDI_PH_BACKOFF    /* sleeping until wake after a transient load refusal, then the load again */
 };
 
@@ -9248,6 +9195,137 @@ RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, 
 enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_GONE, RSDI_W_DOWNLOAD };
 /* Restore state of an evicted or displaced model (rsd_reconcile.ev_state). */
 enum { RSDI_PIN_HERE = 0, RSDI_PIN_GONE, RSDI_PIN_RELOADED, RSDI_PIN_NO_ROOM, RSDI_PIN_FAILED, RSDI_PIN_LATE };
+
+/* LM Studio's part of an rsd_reconcile (internal). */
+typedef struct rsd_lms_machine {
+    /* every string below lives in the reconcile's id arena (rsd_reconcile.ids) */
+    int tier_try, ci, ui, n_cand, n_unload, evict_mark, n_before, n_owned, n_peers, n_peer_ids, n_made;
+    bool explicit_load, retried_plain;
+    rsd_lms_load_opts load;
+    const char *default_model;
+    char first_err[RSD_RECONCILE_TEXT_MAX];
+    const char *owned_model[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    rsd_str owned_inst[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    const char *made[RSD_LMS_MAX_EVICT + 1];              /* instance ids our loads made */
+    rsd_str peer_ids[RSD_LMS_MAX_PEER_IDS];               /* the peers' instance ids, peer by peer */
+    const char *cand[RSD_MAX_RESIDENTS];                  /* fallback keys in rank order */
+    const char *before[16];                               /* keep's instances before our load */
+    const char *unload_inst[16];                          /* owned instances of cand[ci] */
+    uint32_t unload_ctx[16];
+    rsd_lms_peer peers[RSD_LMS_MAX_PEERS];                /* desc.peers (views into peer_ids) */
+    rsd_lms_catalog *cat;             /* the catalog, in the storage of rsd_reconcile.snap and .poll (a
+                                         reconcile on LM Studio lists into neither) */
+    rsd_lms_reply reply;
+} rsd_lms_machine;
+
+/* The reconcile state machine, in the caller's memory (rsd_reconcile_init): the struct,
+   then its tables. Users see it through the accessors, runtime hooks through cx. */
+struct rsd_reconcile {
+    rsd_reconcile_result result;
+    rsd_runtime_ctx cx;               /* what the hooks see: its fields are the machine's own */
+    int n_notices;
+    rsd_reconcile_notice *notices;    /* max_notices of them (in the tables) */
+    int max_notices;                  /* limits.max_notices */
+    char *ntext;                      /* the notices' text arena (in the tables): subjects and texts */
+    size_t ntext_cap, ntext_used;     /* limits.notice_text_bytes, and how many are used */
+    char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
+    void *tables;                     /* the tables, after the struct in its memory, sized by the limits */
+    uint32_t max_tokens;              /* toks[] entries */
+    size_t max_body;                  /* the answers' buffer: bytes of an answer kept whole, or of a
+                                         listing's top level and one entry */
+    char *ans;                        /* that buffer (in the tables) */
+    size_t ans_len;                   /* bytes of the answer kept whole */
+    rsd_json_split split;             /* a listing answer read as it arrives */
+    rsd_json_doc ans_top;             /* its top level, once the feed has it */
+    int ans_rc;                       /* its reader's verdict (RSDI_ANS_READ) */
+    uint8_t ans_state;                /* RSDI_ANS_*: kept whole, split, over the buffer, read */
+    const rsd_runtime *only_rt;       /* limits.runtime: the one runtime begin accepts (NULL = any) */
+    /* copied desc */
+    const rsd_runtime *rt;
+    rsd_logger logger;
+    rsd_decision_cache *cache;
+    char root[RSD_RECONCILE_URL_MAX]; /* base URL without trailing '/' and "/v1" */
+    char target_id[RSD_RECONCILE_URL_MAX];
+    char runtime_id[64];
+    char keep[RSD_MODEL_ID_MAX];
+    char auth[RSD_RECONCILE_BEARER_MAX + 8];
+    rsd_optout optout;
+    bool keep_pinned, want_lock, has_gen;
+    uint64_t gen, commit_gen;
+    uint32_t ctx_max, ctx_ceiling, ctx_floor, probe_ms, restore_ms; /* cx.context_length: desc's */
+    uint64_t cap_bytes, keep_bytes, kv_per_token;
+    int n_protected;                  /* cx.ours, cx.n_ours: the attribution */
+    rsd_protected_model protected_models[RSD_MAX_PROTECTED];
+    size_t id_bytes;                  /* limits.max_id_bytes: an id kept is shorter */
+    char *ids;                        /* the id arena (in the tables): every id the reconcile keeps, once */
+    size_t ids_cap, ids_used;         /* its bytes (limits.id_arena_bytes) and how many are used */
+    bool ids_full;                    /* an id did not fit in it (the reconcile degrades) */
+    const char **protected_ids;       /* RSD_MAX_PROTECTED rows (in the tables; strings in ids) */
+    const char **ours;                /* RSD_RECONCILE_MAX_OURS rows (as above) */
+    const char **last_id;             /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (as above) */
+    uint64_t last_ms[RSD_RECONCILE_MAX_OURS]; /* desc.last_used figures */
+    int n_last;
+    /* machine (cx.stage: the runtime's stage of the outstanding step, -1 none) */
+    int phase, after_wait;
+    bool shown, locked;
+    bool cap_known;                   /* desc.capacity_known: no capacity request */
+    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
+    uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
+    uint32_t poll_delay, max_instances;
+    bool unlimited;
+    char wait_model[RSD_MODEL_ID_MAX];
+    const char **victims;                     /* RSD_MAX_RESIDENTS rows each, in the tables (strings in ids) */
+    uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
+    const char **victim_inst;                 /* its listed instance, or "" */
+    int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
+    int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
+    const char **pinned;                      /* protected residents of the decision (not victims) */
+    bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
+    uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
+    bool wait_pre_failed, wait_pre_has_exit;  /* its failed:true / exit_code before the wait */
+    int64_t wait_pre_exit;
+    uint64_t wait_t0;
+    rsd_resident res[RSD_MAX_RESIDENTS];
+    rsd_step step;
+    char url[RSD_RECONCILE_URL_MAX];
+    char body[RSD_RECONCILE_BODY_MAX];
+    /* a run's state, zeroed by begin in one piece (posted to rt_data) */
+    bool posted;
+    bool stage_restoring;             /* the outstanding step is bounded by the restore budget */
+    bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
+    bool notices_held;                /* the plan's notices wait for the decision under the lock */
+    bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
+    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
+    bool keep_ok;                     /* the keep loaded (restore pass after success) */
+    bool ctx_noticed;                 /* the context notice was given */
+    bool poll_fresh;                  /* poll holds a listing newer than the last load POST */
+    bool wait_fresh;                  /* the waited model changed since the wait began */
+    bool has_load_value;              /* load_value holds the last progress value */
+    char load_stage[RSD_RECONCILE_STAGE_MAX]; /* the waited load's last progress stage ("" none) */
+    double load_value;                /* and its value, 0..1 */
+    int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
+    int probe_tries;                  /* listing/props attempts of the current probe */
+    int busy_tries;                   /* loads sent again after a transient refusal (backoff);
+                                         not counted against RSD_RECONCILE_LOAD_ATTEMPTS */
+    int limit_rounds;                 /* model-limit answers that made it evict one more */
+    int fail_error;
+    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
+    const rsd_listing *last_list;     /* snap or poll, whichever was read last */
+    char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
+    char fail_reason[RSD_RECONCILE_TEXT_MAX];
+    char made_instance[RSD_MODEL_ID_MAX]; /* cx.made_instance: load_answer writes the instance a load made */
+    rsd_plan plan;
+    rsd_facts facts;
+    union {
+        uint64_t align;
+        unsigned char bytes[RSD_RECONCILE_RT_DATA];
+    } rt_data;                        /* cx.data: the hooks' scratch, zeroed by begin */
+    rsd_lms_machine *lms;             /* instances and LM Studio's state (in the tables; NULL when
+                                         limits.runtime has no instances) */
+    rsd_listing snap;                 /* listing the decision was made on (storage in the tables) */
+    rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
+    rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
+};
 
 /* Bounded copy of a C string; false when it does not fit. */
 RSDI_PRIVATE bool rsdi_cpy(char *dst, size_t cap, const char *src) {
@@ -9318,7 +9396,7 @@ RSDI_PRIVATE rsd_reconcile_notice *rsdi_rc_notice_slot(rsd_reconcile *r, rsd_str
     size_t sl = !subject.ptr ? 0 : subject.len < RSD_MODEL_ID_MAX - 1 ? subject.len : RSD_MODEL_ID_MAX - 1;
     char *a = r->ntext + r->ntext_used;
     if (r->n_notices >= r->max_notices || left < (sl ? sl + 1 : 0) + 2) {
-        r->notices_dropped++;
+        r->result.notices_dropped++;
         return NULL;
     }
     n = &r->notices[r->n_notices];
@@ -9470,7 +9548,8 @@ RSD_API void rsd_reconcile_http_fill(rsd_reconcile *r, rsd_step_http *h, const c
 
 /* ---- the llama.cpp router adapter ---- */
 
-RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
+RSDI_PRIVATE int rsdi_router_request(rsd_runtime_ctx *c, rsd_http_op op, const char *model, rsd_step_http *h) {
+    rsd_reconcile *r = c->r;
     int rc, n = -1;
     const char *path = op == RSD_OP_CAPACITY ? "/props"
                      : op == RSD_OP_LOAD ? "/models/load"
@@ -9483,13 +9562,13 @@ RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const cha
     return RSD_OK;
 }
 
-RSDI_PRIVATE void rsdi_router_rt_entry(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
-    RSDI_UNUSED(r);
+RSDI_PRIVATE void rsdi_router_rt_entry(rsd_runtime_ctx *c, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
+    RSDI_UNUSED(c);
     rsdi_router_list_el(out, key, el);
 }
 
-RSDI_PRIVATE int rsdi_router_rt_end(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top) {
-    RSDI_UNUSED(r);
+RSDI_PRIVATE int rsdi_router_rt_end(rsd_runtime_ctx *c, rsd_listing *out, int rc, const rsd_json_doc *top) {
+    RSDI_UNUSED(c);
     rc = rsdi_router_list_end(out, rc, top);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
@@ -9497,10 +9576,10 @@ RSDI_PRIVATE int rsdi_router_rt_end(rsd_reconcile *r, rsd_listing *out, int rc, 
     return RSD_OK;
 }
 
-RSDI_PRIVATE int rsdi_router_parse_cap(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
+RSDI_PRIVATE int rsdi_router_parse_cap(rsd_runtime_ctx *c, const char *body, size_t len, uint32_t *max,
                                        bool *unlimited) {
     rsd_router_props p;
-    int rc = rsd_router_parse_props(body, len, r->toks, r->max_tokens, &p);
+    int rc = rsd_router_parse_props(body, len, c->toks, c->max_tokens, &p);
     *max = rc < 0 ? 0 : p.max_instances;
     *unlimited = rc < 0 ? false : p.unlimited;
     return rc;
@@ -9515,8 +9594,8 @@ RSDI_PRIVATE bool rsdi_body_has(const char *body, size_t len, const char *needle
     return false;
 }
 
-RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
-    RSDI_UNUSED(r);
+RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_runtime_ctx *c, int status, const char *body, size_t len) {
+    RSDI_UNUSED(c);
     if (status >= 200 && status < 300) return RSD_LOAD_ACCEPTED;
     if (status == 400 && rsdi_body_has(body, len, "downloading")) return RSD_LOAD_DOWNLOADING; /* rsd-sim */
     if (status == 400 && rsdi_body_has(body, len, "already running")) return RSD_LOAD_ALREADY;
@@ -9653,9 +9732,9 @@ RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
         if (r->result.evicted[i].restored) continue;
         if (r->evicted_victim[i] >= 0) mask = r->victim_ours[r->evicted_victim[i]];
         else /* displaced by the server: match its id */
-            for (mask = 0, k = 0; k < r->n_ours && k < 64; k++)
+            for (mask = 0, k = 0; k < r->cx.n_ours && k < 64; k++)
                 if (strcmp(rsdi_rc_row(r, r->ours, k), r->result.evicted[i].id) == 0) mask |= (uint64_t)1 << k;
-        for (k = 0; k < r->n_ours && k < 64; k++) {
+        for (k = 0; k < r->cx.n_ours && k < 64; k++) {
             bool dup = false;
             if (!((mask >> k) & 1u)) continue;
             for (j = 0; j < r->result.n_attr_remove && !dup; j++)
@@ -9774,7 +9853,7 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         res->has_size = m->has_size;
         res->size_vram_bytes = m->size_vram_bytes;
         res->has_size_vram = m->has_size_vram;
-        for (k = 0; k < r->n_ours && !res->loaded_by_us; k++)
+        for (k = 0; k < r->cx.n_ours && !res->loaded_by_us; k++)
             res->loaded_by_us = rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), m->id, res->aliases, m->n_aliases);
         res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
         for (k = 0; k < r->n_last && !m->last_used_ms; k++)
@@ -9805,7 +9884,7 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->protected_models = r->protected_models;
     f->n_protected = r->n_protected;
     f->max_instances = max_override ? max_override : r->unlimited ? (uint32_t)n + 1 : r->max_instances;
-    f->context_length = r->ctx_len;
+    f->context_length = r->cx.context_length;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
     f->kv_bytes_per_token = r->kv_per_token;
@@ -9847,7 +9926,7 @@ RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
         uint64_t mask = 0;
         if (e < 0 || e >= r->facts.n_residents) continue;
         res = &r->res[e];
-        for (k = 0; k < r->n_ours && k < 64; k++)
+        for (k = 0; k < r->cx.n_ours && k < 64; k++)
             if (rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), res->model_id, res->aliases, res->n_aliases))
                 mask |= (uint64_t)1 << k;
         li = r->res_listing[e];
@@ -9900,7 +9979,7 @@ RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uin
    sets it, and the server says nothing. Once per reconcile. */
 RSDI_PRIVATE void rsdi_rc_context_check(rsd_reconcile *r) {
     const rsd_listing *l = r->last_list;
-    uint32_t want = r->result.load_context ? r->result.load_context : r->ctx_len, have;
+    uint32_t want = r->result.load_context ? r->result.load_context : r->cx.context_length, have;
     int k;
     if (r->ctx_noticed || !want || !l) return;
     k = rsd_listing_find(l, rsd_str_c(r->keep));
@@ -10300,10 +10379,10 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->step.http.model = model ? model : "";
     r->ans_len = 0;
     r->ans_state = RSDI_ANS_WHOLE;
-    r->op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? rsdi_rc_row(r, r->victim_inst, r->vi) : "";
-    r->op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
-    if (phase != RSDI_PH_RUNTIME) r->stage = -1;
-    rc = r->rt->request(r, op, model, &r->step.http);
+    r->cx.op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? rsdi_rc_row(r, r->victim_inst, r->vi) : "";
+    r->cx.op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
+    if (phase != RSDI_PH_RUNTIME) r->cx.stage = -1;
+    rc = r->rt->request(&r->cx, op, model, &r->step.http);
     if (rc < 0) { /* cannot even build it: nothing was sent */
         r->result.error = rc;
         rsdi_cpy(r->result.message, sizeof r->result.message, "cannot build the request URL");
@@ -10322,7 +10401,7 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 
 RSD_API void rsd_reconcile_http(rsd_reconcile *r, int stage, rsd_http_op op, const char *model,
                                 bool restoring, uint64_t now_ms) {
-    r->stage = stage < 0 ? 0 : stage;
+    r->cx.stage = stage < 0 ? 0 : stage;
     r->stage_restoring = restoring;
     rsdi_rc_issue_http(r, RSDI_PH_RUNTIME, op, model, now_ms);
 }
@@ -10335,7 +10414,8 @@ RSDI_PRIVATE int rsdi_rc_root(const rsd_runtime *rt, const char *base_url, char 
 }
 
 /* The target key before it is normalised: "<runtime name>|<base URL>", or the root URL for
-   a runtime with its own root rule (the shell's migration of old keys builds it too). */
+   a runtime with its own root rule (the shell's migration of old keys builds it too, from
+   the runtime's public root hook). */
 RSDI_PRIVATE int rsdi_rc_raw_key(const rsd_runtime *rt, const char *base_url, char *raw, size_t cap) {
     char root[RSD_RECONCILE_URL_MAX];
     int rc;
@@ -10359,12 +10439,12 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
    max_id_bytes or longer, RSD_ERR_TOO_LARGE when the id arena is full. */
 RSDI_PRIVATE int rsdi_rc_copy_ours(rsd_reconcile *r, const char *const *ours, int n) {
     int i;
-    r->n_ours = 0;
+    r->cx.n_ours = 0;
     for (i = 0; i < n; i++) {
         if (!ours[i] || !ours[i][0]) continue;
         if (strlen(ours[i]) >= r->id_bytes) return RSD_ERR_MODEL_ID;
-        if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
-        r->n_ours++;
+        if (!(r->ours[r->cx.n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
+        r->cx.n_ours++;
     }
     return RSD_OK;
 }
@@ -10492,7 +10572,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->has_gen = d->has_generation;
     r->gen = d->has_generation ? d->generation : 0;
     r->commit_gen = r->gen;
-    r->ctx_len = d->context_length ? d->context_length : d->load.context_length;
+    r->cx.context_length = d->context_length ? d->context_length : d->load.context_length;
     r->ctx_max = d->model_max_context;
     r->ctx_ceiling = d->context_ceiling;
     r->ctx_floor = d->context_floor;
@@ -10517,13 +10597,14 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
 typedef char rsdi_rc_run_zero_check[(RSD_MODEL_UNKNOWN == 0 && RSD_OK == 0) ? 1 : -1];
 RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     rsd_lms_machine *m = r->lms;
-    /* every flag and count false or 0, last_list and op_evicted NULL, keep_state and
-       wait_state RSD_MODEL_UNKNOWN, the strings "", plan, facts and rt_data zeroed */
+    /* every flag and count false or 0, last_list NULL, keep_state and wait_state
+       RSD_MODEL_UNKNOWN, the strings "", plan, facts and rt_data zeroed */
     memset(&r->posted, 0, (size_t)((char *)(&r->rt_data + 1) - (char *)&r->posted));
-    r->stage = -1;
+    r->cx.stage = -1;
     r->snap.n = 0;
     r->poll.n = 0;
-    r->op_instance = "";
+    r->cx.op_instance = "";
+    r->cx.op_evicted = NULL;
     if (!m) return;
     m->tier_try = RSD_LMS_TIER_V1;
     m->ci = m->ui = m->n_cand = m->n_unload = m->evict_mark = m->n_before = m->n_made = 0;
@@ -10590,7 +10671,21 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_s
 
 RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim) {
     rsdi_rc_sizes z;
-    return rsdi_rc_sizes_of(lim, &z) ? sizeof(rsd_reconcile) + z.total : 0;
+    return rsdi_rc_sizes_of(lim, &z) ? rsdi_al8(sizeof(rsd_reconcile)) + z.total : 0;
+}
+
+RSD_API int rsd_reconcile_limits_fill(rsd_reconcile_limits *lim) {
+    rsdi_rc_sizes z;
+    if (!lim || !rsdi_rc_sizes_of(lim, &z)) return RSD_ERR_ARG;
+    lim->max_models = z.models;
+    lim->arena_bytes = z.arena;
+    lim->max_tokens = z.toks;
+    lim->max_body_bytes = z.body;
+    lim->max_id_bytes = z.id;
+    lim->max_notices = z.notices;
+    lim->notice_text_bytes = z.ntext;
+    lim->id_arena_bytes = z.ids;
+    return RSD_OK;
 }
 
 /* The next n bytes of a table block (n a multiple of 8). */
@@ -10600,17 +10695,13 @@ RSDI_PRIVATE void *rsdi_rc_carve(unsigned char **at, size_t n) {
     return p;
 }
 
-RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim) {
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, size_t size, const rsd_reconcile_limits *lim) {
     rsdi_rc_sizes z;
     unsigned char *at;
-    rsd_allocator al;
-    if (!r) return RSD_ERR_ARG;
+    if (!r || ((size_t)(uintptr_t)(void *)r & 7u) || !rsdi_rc_sizes_of(lim, &z)) return RSD_ERR_ARG;
+    if (size < rsdi_al8(sizeof *r) + z.total) return RSD_ERR_BUFFER;
     memset(r, 0, sizeof *r);
-    memset(&al, 0, sizeof al);
-    if (lim) al = lim->allocator;
-    if (!rsdi_rc_sizes_of(lim, &z) || rsdi_allocator_check(&al) < 0) return RSD_ERR_ARG;
-    if (!(r->tables = rsdi_malloc(&al, z.total))) return RSD_ERR_NOMEM;
-    r->tables_alloc = al;
+    r->tables = (unsigned char *)r + rsdi_al8(sizeof *r);
     at = (unsigned char *)r->tables;
     r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * (size_t)z.notices);
     r->max_notices = z.notices;
@@ -10652,15 +10743,53 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->only_rt = lim ? lim->runtime : NULL;
     r->phase = RSDI_PH_DONE;
     r->step.kind = RSD_STEP_DONE;
+    r->cx.r = r;
+    r->cx.root = r->root;
+    r->cx.keep = r->keep;
+    r->cx.target_id = r->target_id;
+    r->cx.ours = r->ours;
+    r->cx.op_instance = "";
+    r->cx.stage = -1;
+    r->cx.url = r->url;
+    r->cx.body = r->body;
+    r->cx.made_instance = r->made_instance;
+    r->cx.toks = r->toks;
+    r->cx.max_tokens = r->max_tokens;
+    r->cx.data = r->rt_data.bytes;
     return RSD_OK;
 }
 
-RSD_API void rsd_reconcile_release(rsd_reconcile *r) {
-    if (!r || !r->tables) return;
-    rsdi_free(&r->tables_alloc, r->tables);
-    memset(r, 0, sizeof *r);
-    r->step.kind = RSD_STEP_DONE;
+RSD_API const rsd_reconcile_result *rsd_reconcile_result_of(const rsd_reconcile *r) { return r ? &r->result : NULL; }
+
+RSD_API int rsd_reconcile_notices(const rsd_reconcile *r, const rsd_reconcile_notice **out) {
+    if (out) *out = r ? r->notices : NULL;
+    return r ? r->n_notices : 0;
 }
+
+RSD_API const char *rsd_reconcile_key(const rsd_reconcile *r) { return r ? r->key : ""; }
+
+RSD_API double rsd_reconcile_progress(const rsd_reconcile *r, const char **stage) {
+    if (stage) *stage = r ? r->load_stage : "";
+    return r && r->has_load_value ? r->load_value : -1.0;
+}
+
+RSD_API void rsd_reconcile_scratch(rsd_reconcile *r, rsd_json_tok **toks, uint32_t *n_toks, char **buf,
+                                   size_t *cap) {
+    if (!r || !toks || !n_toks || !buf || !cap) return;
+    *toks = r->toks;
+    *n_toks = r->max_tokens;
+    *buf = r->ans;
+    *cap = r->max_body;
+}
+
+RSD_API rsd_facts *rsd_reconcile_facts(rsd_reconcile *r) { return r ? &r->facts : NULL; }
+
+/* Internal, for residency_http.h: the result's RSD_MAX_RESIDENTS evicted rows, which the
+   ensurer borrows while no reconcile runs (an rsd-serve lease lists its stopped models
+   there; the next begin clears them). */
+RSDI_PRIVATE rsd_evicted *rsdi_rc_evicted_rows(rsd_reconcile *r) { return r->result.evicted; }
+
+RSD_API const rsd_plan *rsd_reconcile_plan(const rsd_reconcile *r) { return r ? &r->plan : NULL; }
 
 RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms);
 
@@ -10669,7 +10798,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     if (!r) return RSD_ERR_ARG;
     memset(&r->result, 0, sizeof r->result);
     r->n_notices = 0;
-    r->notices_dropped = 0;
+    r->result.notices_dropped = 0;
     r->ntext_used = 0;
     r->phase = RSDI_PH_DONE;
     r->t0 = now_ms;
@@ -10683,7 +10812,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     if (!r->tables) { /* never given its tables */
         r->result.error = r->step.result = RSD_ERR_STATE;
         rsdi_cpy(r->result.message, sizeof r->result.message,
-                 "rsd_reconcile_begin: call rsd_reconcile_init first (it allocates the tables)");
+                 "rsd_reconcile_begin: call rsd_reconcile_init first (it makes the reconcile in its memory)");
         return RSD_ERR_STATE;
     }
     if (d && r->only_rt && (d->runtime ? d->runtime : rsd_runtime_router()) != r->only_rt) {
@@ -10740,7 +10869,7 @@ RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_rc_done(r, now_ms);
         return;
     }
-    if (r->rt->start) r->rt->start(r, now_ms); /* the runtime's own order */
+    if (r->rt->start) r->rt->start(&r->cx, now_ms); /* the runtime's own order */
     else rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
 }
 
@@ -10870,10 +10999,10 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
     for (i = 0; i < n; i++)
         if (ours[i] && ours[i][0] && strlen(ours[i]) >= r->id_bytes) return RSD_ERR_ARG;
     for (i = 0; i < n; i++) m += ours[i] && ours[i][0];
-    same = m == r->n_ours; /* as sets: every new id is already there (no duplicates are kept) */
+    same = m == r->cx.n_ours; /* as sets: every new id is already there (no duplicates are kept) */
     for (i = 0; i < n && same; i++) {
         bool found = !ours[i] || !ours[i][0];
-        for (k = 0; k < r->n_ours && !found; k++) found = strcmp(rsdi_rc_row(r, r->ours, k), ours[i]) == 0;
+        for (k = 0; k < r->cx.n_ours && !found; k++) found = strcmp(rsdi_rc_row(r, r->ours, k), ours[i]) == 0;
         same = found;
     }
     if (same) return RSD_OK;
@@ -10912,7 +11041,7 @@ RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t genera
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
     if (r->rt->locked) { /* the runtime's own order */
-        r->rt->locked(r, held, held && r->has_gen && generation == r->gen && !r->ours_changed, now_ms);
+        r->rt->locked(&r->cx, held, held && r->has_gen && generation == r->gen && !r->ours_changed, now_ms);
         return RSD_OK;
     }
     if (!held) {
@@ -11030,7 +11159,7 @@ RSDI_PRIVATE void rsdi_rc_on_cap(rsd_reconcile *r, int transport, int status, co
                                  bool ok, uint64_t now_ms) {
     (void)status;
     if (rsdi_rc_probe_retry(r, transport, now_ms)) return;
-    if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited);
+    if (ok) (void)r->rt->parse_capacity(&r->cx, body, len, &r->max_instances, &r->unlimited);
     rsdi_rc_first_decide(r, now_ms);
 }
 
@@ -11126,7 +11255,7 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         return;
     }
     r->made_instance[0] = '\0';
-    a = r->rt->load_answer(r, status, body, len);
+    a = r->rt->load_answer(&r->cx, status, body, len);
     if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
         if (a == RSD_LOAD_ACCEPTED) {
             r->posted = true;
@@ -11279,7 +11408,7 @@ RSDI_PRIVATE void rsdi_rc_on_restore(rsd_reconcile *r, int transport, int status
     rsd_load_answer a;
     (void)ok;
     r->made_instance[0] = '\0';
-    a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
+    a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(&r->cx, status, body, len);
     if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
         if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
         if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
@@ -11341,7 +11470,7 @@ RSDI_PRIVATE void rsdi_rc_ans_entry(void *user, rsd_str key, const rsd_json_doc 
         return;
     }
 #endif
-    if (out) r->rt->list_entry(r, out, key, el);
+    if (out) r->rt->list_entry(&r->cx, out, key, el);
 }
 
 /* From here the answer is read as it arrives: what is kept whole so far first, in place. */
@@ -11389,7 +11518,7 @@ RSDI_PRIVATE void rsdi_rc_ans_read(rsd_reconcile *r) {
         return;
     }
 #endif
-    r->ans_rc = r->rt->list_end(r, out, rc, &r->ans_top);
+    r->ans_rc = r->rt->list_end(&r->cx, out, rc, &r->ans_top);
 }
 
 /* A listing answer that ended without its end (the transport failed after its first
@@ -11411,7 +11540,7 @@ RSDI_PRIVATE void rsdi_rc_ans_cut(rsd_reconcile *r) {
    the whole body parsed. */
 RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
     rsd_listing *o;
-    if (!r->rt->list_end) return r->rt->parse_list(r, body, len, out);
+    if (!r->rt->list_end) return r->rt->parse_list(&r->cx, body, len, out);
     if (r->ans_state != RSDI_ANS_READ || !rsdi_rc_ans_list(r, &o) || o != out) return RSD_ERR_STATE;
     return r->ans_rc;
 }
@@ -11434,7 +11563,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     body = r->ans;
     len = r->ans_state == RSDI_ANS_WHOLE ? r->ans_len : 0;
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
-        r->rt->answer(r, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
+        r->rt->answer(&r->cx, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
         return RSD_OK;
     }
     if (transport > 0) transport = RSD_ERR_ARG;
@@ -11447,22 +11576,23 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
 /* ---- driver:core end ---- */
 /* ---- >>driver:ollama ---- */
 #ifndef RSD_NO_OLLAMA
-RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
+RSDI_PRIVATE int rsdi_ollama_request(rsd_runtime_ctx *c, rsd_http_op op, const char *model, rsd_step_http *h) {
     rsd_ollama_load_opts o;
     int rc, n = -1;
-    if ((rc = rsd_reconcile_set_url(r, op == RSD_OP_LOAD || op == RSD_OP_UNLOAD ? "/api/generate" : "/api/ps")) < 0)
+    if ((rc = rsd_reconcile_set_url(c->r, op == RSD_OP_LOAD || op == RSD_OP_UNLOAD ? "/api/generate" : "/api/ps")) < 0)
         return rc;
     if (op == RSD_OP_LOAD) {
         memset(&o, 0, sizeof o);
         o.set_keep_alive = true;
         o.keep_alive_s = -1; /* what the chats send; the scheduler strategy releases it later */
-        if (r->ctx_len && model && strcmp(model, r->keep) == 0) o.num_ctx = r->plan.load_context;
-        n = rsd_ollama_load_body(r->body, sizeof r->body, rsd_str_c(model), &o);
+        if (c->context_length && model && strcmp(model, c->keep) == 0)
+            o.num_ctx = rsd_reconcile_plan(c->r)->load_context;
+        n = rsd_ollama_load_body(c->body, RSD_RECONCILE_BODY_MAX, rsd_str_c(model), &o);
     } else if (op == RSD_OP_UNLOAD) {
-        n = rsd_ollama_unload_body(r->body, sizeof r->body, rsd_str_c(model));
+        n = rsd_ollama_unload_body(c->body, RSD_RECONCILE_BODY_MAX, rsd_str_c(model));
     }
     if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && n < 0) return n;
-    rsd_reconcile_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
+    rsd_reconcile_http_fill(c->r, h, n >= 0 ? "POST" : "GET", n);
     return RSD_OK;
 }
 
@@ -11501,33 +11631,33 @@ RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m,
 
 /* the keep and our attributed ids match the entries they name once
    normalised, so "llama3.2" (as requested, as attributed) is "llama3.2:latest". */
-RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
+RSDI_PRIVATE void rsdi_ollama_names(const rsd_runtime_ctx *c, rsd_listing *l) {
     int i, k;
     for (i = 0; i < l->n; i++) {
-        rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(r->keep));
-        for (k = 0; k < r->n_ours; k++) rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(rsdi_rc_row(r, r->ours, k)));
+        rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(c->keep));
+        for (k = 0; k < c->n_ours; k++) rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(c->ours[k]));
     }
 }
 
-RSDI_PRIVATE void rsdi_ollama_rt_entry(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
-    RSDI_UNUSED(r);
+RSDI_PRIVATE void rsdi_ollama_rt_entry(rsd_runtime_ctx *c, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
+    RSDI_UNUSED(c);
     rsdi_ollama_list_el(out, key, el);
 }
 
-RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top) {
+RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_runtime_ctx *c, rsd_listing *out, int rc, const rsd_json_doc *top) {
     rc = rsdi_ollama_list_end(out, rc, top);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
-    rsdi_ollama_names(r, out);
+    rsdi_ollama_names(c, out);
     return RSD_OK;
 }
 
-RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
+RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_runtime_ctx *c, int status, const char *body, size_t len) {
     rsd_ollama_reply g;
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
     /* a 2xx carrying an error member is a refusal; an unreadable 2xx is taken as
        accepted: the wait that follows checks /api/ps */
-    if (rsd_ollama_parse_generate(&g, body, len, r->toks, r->max_tokens) == RSD_ERR_SERVER_ERROR)
+    if (rsd_ollama_parse_generate(&g, body, len, c->toks, c->max_tokens) == RSD_ERR_SERVER_ERROR)
         return RSD_LOAD_REJECTED;
     return RSD_LOAD_ACCEPTED;
 }
@@ -11555,7 +11685,8 @@ RSDI_PRIVATE int rsdi_lms_root(const char *base_url, char *out, size_t cap) {
     return rc <= 0 || strchr(out, '?') || strchr(out, '#') ? RSD_ERR_URL : RSD_OK;
 }
 
-RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
+RSDI_PRIVATE int rsdi_lms_request(rsd_runtime_ctx *c, rsd_http_op op, const char *model, rsd_step_http *h) {
+    rsd_reconcile *r = c->r;
     rsd_lms_load_opts o;
     int rc, n = -1;
     const char *path = op == RSD_OP_LOAD ? "/api/v1/models/load"
@@ -11564,16 +11695,16 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
                      : r->lms->tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
     if ((rc = rsd_reconcile_set_url(r, path)) < 0) return rc;
     if (op == RSD_OP_LOAD) {
-        if (r->op_evicted) { /* a restore: the key with its old context */
+        if (c->op_evicted) { /* a restore: the key with its old context */
             memset(&o, 0, sizeof o);
-            o.context_length = r->op_evicted->context_length;
+            o.context_length = c->op_evicted->context_length;
         } else { /* the exact body, the clamped context */
             o = r->lms->load;
-            o.context_length = r->ctx_len ? (r->plan.load_context ? r->plan.load_context : r->ctx_len) : 0;
+            o.context_length = c->context_length ? (r->plan.load_context ? r->plan.load_context : c->context_length) : 0;
         }
-        n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(model ? model : ""), &o);
+        n = rsd_lms_load_body(c->body, RSD_RECONCILE_BODY_MAX, rsd_str_c(model ? model : ""), &o);
     } else if (op == RSD_OP_UNLOAD) {
-        n = rsd_lms_unload_body(r->body, sizeof r->body, rsd_str_c(model ? model : ""));
+        n = rsd_lms_unload_body(c->body, RSD_RECONCILE_BODY_MAX, rsd_str_c(model ? model : ""));
     }
     if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && n < 0) return n;
     rsd_reconcile_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
@@ -11581,14 +11712,15 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
 }
 
 /* A 2xx that is not an error body is a load (an unreadable one too: loaded, id unknown);
-   the instance id it names goes to r->made_instance. */
-RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
+   the instance id it names goes to c->made_instance. */
+RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_runtime_ctx *c, int status, const char *body, size_t len) {
+    rsd_lms_machine *m = c->r->lms;
     int rc;
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
-    rc = rsd_lms_parse_reply(&r->lms->reply, body, len, r->toks, r->max_tokens);
+    rc = rsd_lms_parse_reply(&m->reply, body, len, c->toks, c->max_tokens);
     if (rc == RSD_ERR_SERVER_ERROR) return RSD_LOAD_REJECTED;
-    if (rc == RSD_OK && r->lms->reply.instance_id.len > 0)
-        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms->reply.instance_id);
+    if (rc == RSD_OK && m->reply.instance_id.len > 0)
+        rsdi_cpy_str(c->made_instance, RSD_MODEL_ID_MAX, m->reply.instance_id);
     return RSD_LOAD_ACCEPTED;
 }
 
@@ -11682,7 +11814,7 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
     f->n_residents = n;
     f->protected_models = r->protected_models;
     f->n_protected = r->n_protected;
-    f->context_length = r->ctx_len;
+    f->context_length = r->cx.context_length;
     f->model_max_context = r->ctx_max ? r->ctx_max : keep_model >= 0 ? m->cat->models[keep_model].max_context_length : 0;
     f->context_ceiling = r->ctx_ceiling;
     f->kv_bytes_per_token = r->kv_per_token;
@@ -11890,13 +12022,15 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
     else rsdi_lms_do_load(r, now_ms);
 }
 
-RSDI_PRIVATE void rsdi_lms_start(rsd_reconcile *r, uint64_t now_ms) {
+RSDI_PRIVATE void rsdi_lms_start(rsd_runtime_ctx *c, uint64_t now_ms) {
+    rsd_reconcile *r = c->r;
     rsdi_lms_reset(r->lms->cat); /* its storage may hold a router's listings since the last LM Studio run */
     r->lms->tier_try = RSD_LMS_TIER_V1;
     rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
 }
 
-RSDI_PRIVATE void rsdi_lms_locked(rsd_reconcile *r, bool held, bool unchanged, uint64_t now_ms) {
+RSDI_PRIVATE void rsdi_lms_locked(rsd_runtime_ctx *c, bool held, bool unchanged, uint64_t now_ms) {
+    rsd_reconcile *r = c->r;
     if (!held) {
         rsd_reconcile_add_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                              "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
@@ -12031,9 +12165,10 @@ RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status
     else rsdi_lms_list(r, RSDI_LS_AFTER, now_ms);                         /* nothing freed: next candidate */
 }
 
-RSDI_PRIVATE void rsdi_lms_answer(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+RSDI_PRIVATE void rsdi_lms_answer(rsd_runtime_ctx *c, int transport, int status, const char *body, size_t len,
                                   uint64_t now_ms) {
-    switch (r->stage) {
+    rsd_reconcile *r = c->r;
+    switch (c->stage) {
     case RSDI_LS_LIST: rsdi_lms_on_list(r, transport, status, body, len, now_ms); return;
     case RSDI_LS_RELIST: rsdi_lms_on_relist(r, transport, status, body, len, now_ms); return;
     case RSDI_LS_LOAD: rsdi_lms_on_load(r, transport, status, body, len, now_ms); return;

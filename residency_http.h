@@ -674,9 +674,9 @@
            used before the next read), the in-memory instance
            records (a runtime with instances, no state directory and no etcd;
            when the state directory cannot be opened, create allocates them
-           then), the protected ids at their own length), its
-           reconcile's tables (rsd_reconcile_init with d->limits and
-           d->runtime: among them the answers' buffer of max_body_bytes, 8 KiB by
+           then), the protected ids at their own length, and its reconcile:
+           rsd_reconcile_footprint bytes made by rsd_reconcile_init with d->limits
+           and d->runtime: among its tables the answers' buffer of max_body_bytes, 8 KiB by
            default, that every answer of an ensure goes to as it arrives
            (on_body: a listing entry by entry, any other answer whole); detection
            reads into the same tokens and buffer), the HTTP client
@@ -2517,7 +2517,7 @@ typedef struct rsd_ensurer_desc {
     rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_*); allocator/logger
                                          default to the above. The ensure's own answers are read into one
                                          buffer of limits.max_body_bytes, not into the slots */
-    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults); allocator as above */
+    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults), in the ensurer's block */
     rsd_runtime_kind runtime;         /* the runtime of every ensure (a request's AUTO means it, a request
                                          naming another is refused); AUTO = any, detected by probing. A given
                                          runtime sizes the reconcile for it alone: no LM Studio state for a
@@ -7168,7 +7168,7 @@ struct rsd_ensurer {
     size_t ls_len;                    /* bytes of the answer so far */
     uint64_t ls_id, ls_granted, ls_requested;
     int n_ls_stopped;                 /* the models it stopped (a release: that rsd-serve starts again), in
-                                         m.rc.result.evicted with their ids after the answer in its buffer */
+                                         ls_stopped */
     /* a state-directory lease's release (rsd_ensurer_release_begin): one ensure per model */
     int rel;                          /* RSDI_EN_REL_*: what the next step does */
     bool done_taken;                  /* the ended ensure's (or release's) event was pulled */
@@ -7188,9 +7188,14 @@ struct rsd_ensurer {
     char use_text[RSDI_EN_USE_TEXT];
     rsd_detect *detect;               /* while detecting (its tokens are rc's): in the block's scratch region,
                                          which the attribution uses once the run starts; NULL for one runtime */
-    struct {
-        rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
-    } m;
+    rsd_reconcile *rc;                /* the reconcile, at the end of the ensurer's block */
+    const rsd_reconcile_result *res;  /* its result */
+    rsd_json_tok *toks;               /* its tokens and answers' buffer (rsd_reconcile_scratch): detection's */
+    uint32_t n_toks;                  /* and a lease's while it does not run */
+    char *ans;
+    size_t ans_cap;
+    rsd_evicted *ls_stopped;          /* a lease's stopped models: the reconcile's evicted rows, borrowed
+                                         (rsdi_rc_evicted_rows; ids after the lease's answer in ans) */
 };
 
 /* The runtime adapter of a kind (NULL for AUTO). */
@@ -7249,7 +7254,7 @@ RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
     if (!e->sse_open || !e->reconciling || e->phase != RSDI_EN_RUN) return;
     e->sse_events++;
     if (e->waiting == RSDI_EN_WAIT_WAKE) {
-        if (rsd_reconcile_event(&e->m.rc, ev->data.ptr, ev->data.len, e->last_now) == 1) {
+        if (rsd_reconcile_event(e->rc, ev->data.ptr, ev->data.len, e->last_now) == 1) {
             e->wake = e->last_now;
             e->sse_wakes++;
         }
@@ -7341,7 +7346,7 @@ RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
     if (!e->sse_open && rsdi_en_sse_open(e, now_ms)) e->sse_fresh = true;
     if (!e->sse_open) return;
     for (i = 0; i < e->n_pend; i++)
-        if (rsd_reconcile_event(&e->m.rc, e->pend[i], e->pend_len[i], now_ms) == 1) woke = true;
+        if (rsd_reconcile_event(e->rc, e->pend[i], e->pend_len[i], now_ms) == 1) woke = true;
     e->n_pend = 0;
     if (woke) {
         e->wake = now_ms;
@@ -7416,9 +7421,9 @@ RSDI_PRIVATE void rsdi_en_lease_write(rsd_ensurer *e) {
     (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, "%llx-%lx", (unsigned long long)rsdi_en_wall_ms(),
                        (unsigned long)rsdi_state_pid());
     (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", e->lease_id);
-    for (k = 0; k < e->m.rc.result.n_evicted && n < RSD_MAX_RESIDENTS; k++) {
-        if (e->m.rc.result.evicted[k].displaced) continue;
-        ch[n].model = e->m.rc.result.evicted[k].id;
+    for (k = 0; k < e->res->n_evicted && n < RSD_MAX_RESIDENTS; k++) {
+        if (e->res->evicted[k].displaced) continue;
+        ch[n].model = e->res->evicted[k].id;
         ch[n].instance = e->url;
         ch[n++].remove = false;
     }
@@ -7429,12 +7434,12 @@ RSDI_PRIVATE void rsdi_en_lease_write(rsd_ensurer *e) {
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     rsdi_en_sse_close(e);
     rsdi_en_unlock_all(e);
-    e->final = e->m.rc.result.error;
+    e->final = e->res->error;
     e->phase = RSDI_EN_DONE;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
-    if (e->m.rc.result.outcome == RSD_OUTCOME_RESIDENT || e->m.rc.result.keep_resident) rsdi_en_touch(e);
-    if (e->free_bytes && e->m.rc.result.n_evicted) rsdi_en_lease_write(e);
+    if (e->res->outcome == RSD_OUTCOME_RESIDENT || e->res->keep_resident) rsdi_en_touch(e);
+    if (e->free_bytes && e->res->n_evicted) rsdi_en_lease_write(e);
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
@@ -7455,11 +7460,10 @@ RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
     return hd;
 }
 
-/* The reconcile's limits: the user's, with the ensurer's allocator and runtime; false when
-   desc.runtime is out of range. */
+/* The reconcile's limits: the user's, with the ensurer's runtime; false when desc.runtime
+   is out of range. */
 RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits *lim) {
     *lim = d->limits;
-    if (!lim->allocator.alloc_fn) lim->allocator = d->allocator;
     if ((int)d->runtime < 0 || (int)d->runtime >= (int)RSD_RUNTIME_KIND_NUM) return false;
     if (!lim->runtime) lim->runtime = rsdi_en_runtime_of(d->runtime);
 #if defined(RSD_NO_LMSTUDIO) && defined(RSD_NO_OLLAMA)
@@ -7470,10 +7474,11 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
 
 /* The ensurer's own block: the struct, the decision cache (unless no_cache), the in-memory
    instance records (a runtime with instances, no state directory), the scratch region
-   (detection, then the attribution), the protected ids. The answers' buffer is among the
-   reconcile's tables. */
+   (detection, then the attribution), the protected ids, the reconcile (its footprint; the
+   answers' buffer is among its tables). */
 typedef struct rsdi_en_sizes {
-    size_t cache, mem, scratch, attr, prot, total;
+    size_t cache, mem, scratch, attr, prot, rc, total;
+    bool lms;                         /* the reconcile keeps instances (LM Studio's state) */
 } rsdi_en_sizes;
 
 /* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
@@ -7487,16 +7492,18 @@ RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
 RSDI_PRIVATE size_t rsdi_en_mem_bytes(size_t attr) { return rsdi_al8(attr); }
 
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
-    rsdi_rc_sizes z;
+    rsd_reconcile_limits z = *lim;
     int i;
-    if (!rsdi_rc_sizes_of(lim, &z)) return false;
+    if (rsd_reconcile_limits_fill(&z) != RSD_OK || !(b->rc = rsdi_al8(rsd_reconcile_footprint(lim)))) return false;
+    /* the limits' rule: a runtime with instances keeps their state */
+    b->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
     /* the attribution's ids: desc.attr_arena_bytes, by default as many as the reconcile
        keeps (its ours and owned ids go there) */
-    b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.ids;
-    b->mem = RSDI_EN_INSTANCES && z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes(b->attr) : 0;
+    b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.id_arena_bytes;
+    b->mem = RSDI_EN_INSTANCES && b->lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes(b->attr) : 0;
     /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
        attribution (with a state directory or etcd; the last uses and a lease are read into
        the state's own scratch) */
@@ -7505,7 +7512,7 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
         b->scratch = rsdi_al8(sizeof(rsd_detect)); /* a build without detection never holds its state */
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->prot;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->rc + b->prot;
     return true;
 }
 
@@ -7596,6 +7603,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     }
     if (!RSDI_EN_DETECTS_NOTHING && d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
     at += b.scratch;
+    e->rc = (rsd_reconcile *)(void *)at;
+    at += b.rc;
     e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
@@ -7604,24 +7613,24 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     e->user_resolve_user = hd.resolve_user;
     hd.resolve_fn = rsdi_en_resolve_hook;
     hd.resolve_user = e;
-    {
-        if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
-            rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
-                      RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
-            rsd_ensurer_destroy(e); /* destroy takes what create has set up so far */
-            return NULL;
-        }
+    if ((i = rsd_reconcile_init(e->rc, b.rc, &lim)) < 0) { /* rsdi_en_block checked the limits */
+        rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE, "ensurer: reconcile: %s",
+                  rsd_result_str(i));
+        rsd_ensurer_destroy(e); /* destroy takes what create has set up so far */
+        return NULL;
     }
+    e->res = rsd_reconcile_result_of(e->rc);
+    e->ls_stopped = rsdi_rc_evicted_rows(e->rc);
+    rsd_reconcile_scratch(e->rc, &e->toks, &e->n_toks, &e->ans, &e->ans_cap);
     e->http = rsd_http_client_create(&hd);
     if (!e->http) {
         rsd_ensurer_destroy(e);
         return NULL;
     }
     if (!d.no_state) {
-        rsdi_rc_sizes z;
         rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
-        if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && RSDI_EN_INSTANCES && z.lms) { /* instances kept in memory */
+        if (!e->st && !rsdi_en_coord_url(&d) && RSDI_EN_INSTANCES && b.lms) { /* instances kept in memory */
             e->mem = e->mem_own = (char *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes(b.attr));
             e->mem_cap = e->mem ? rsdi_en_mem_bytes(b.attr) : 0;
             if (!e->mem)
@@ -7775,7 +7784,6 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
     rsd_state_close(e->st);
-    rsd_reconcile_release(&e->m.rc);
     a = e->alloc;
     rsdi_free(&a, e->mem_own);
     rsdi_free(&a, e);
@@ -7785,7 +7793,7 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
     rsd_reconcile_limits lim;
-    size_t rc, http, total, co = 0;
+    size_t http, total, co = 0;
     rsdi_en_sizes b;
     const char *cu;
     if (desc) d = *desc;
@@ -7793,9 +7801,9 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
     hd = rsdi_en_http_desc(&d);
     if (d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED || (d.n_protected && !d.protected_models) ||
         !rsdi_en_limits(&d, &lim) || rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) ||
-        !(rc = rsd_reconcile_footprint(&lim)) || !rsdi_en_block(&d, &lim, &b))
+        !rsdi_en_block(&d, &lim, &b))
         return 0;
-    total = b.total - sizeof(rsd_reconcile) + rc + http; /* the reconcile is inside the struct */
+    total = b.total + http; /* the reconcile is in the block */
     if (!d.no_state) {
         rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
         total += rsdi_state_footprint(&sd);
@@ -7984,12 +7992,12 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
     if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
     rsd_etcd_query(RSDI_EN_CO(e), &v);
     if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
-        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "could not read the shared record for '%s' from etcd (%s): residency treats every "
                                  "loaded instance there as not its own", e->url,
                                  v.message[0] ? v.message : rsd_result_str(e->co_read_err));
     else
-        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "could not read the shared record for '%s' from etcd (%s): residency treats every "
                                  "resident there as not its own, and other hosts' protections are unknown", e->url,
                                  v.message[0] ? v.message : rsd_result_str(e->co_read_err));
@@ -8002,7 +8010,7 @@ RSDI_PRIVATE void rsdi_en_prot_notice(rsd_ensurer *e) {
     if (!RSDI_EN_CO(e) || e->co_read_err < 0) return; /* unreadable: rsdi_en_co_notice says so */
     rsd_etcd_query(RSDI_EN_CO(e), &v);
     if (!v.protected_incomplete && !e->prot_over) return;
-    rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+    rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                              "other hosts' protections on etcd are known only in part for '%s' (%s): residency "
                              "decides with those it knows and may evict a model another host protects", e->url,
                              v.protected_incomplete ? v.protected_why
@@ -8049,7 +8057,7 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     char name[RSD_STATE_MAX_NAME_BYTES];
     if (e->attrs && e->attrs->over && !e->attr_over_told && e->reconciling) { /* once per ensure */
         e->attr_over_told = true;
-        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "the record of the %s residency loaded on '%s' needs %lu bytes of ids, over "
                                  "attr_arena_bytes (%lu): residency treats every %s there as not its own and "
                                  "records no change until attr_arena_bytes is raised",
@@ -8063,12 +8071,12 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
         e->co_told = true;
         if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
         if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
-            rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+            rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                      "the record of the %s instances residency loaded on '%s' (etcd %s/attr/%s) "
                                      "is corrupt: residency treats every loaded instance there as not its own "
                                      "until the next change rewrites it", e->rt->label, e->url, v.prefix, name);
         else
-            rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+            rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                      "the record of the models residency loaded on '%s' (etcd %s/attr/%s) is "
                                      "corrupt: residency treats every resident there as not its own until the "
                                      "next change rewrites it", e->url, v.prefix, name);
@@ -8078,12 +8086,12 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     e->attrs->reset = false;
     if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
     if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
-        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "the record of the %s instances residency loaded on '%s' was corrupt and "
                                  "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
                                  "instance there as not its own", e->rt->label, e->url, rsd_state_dir(e->st), name);
     else
-        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "the record of the models residency loaded on '%s' was corrupt and has been "
                                  "reset (kept as %s/attr/%s.attr.corrupt): residency treats every resident "
                                  "there as not its own", e->url, rsd_state_dir(e->st), name);
@@ -8098,7 +8106,7 @@ RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
     const char *v = e->observe ? NULL : rsdi_en_env(e);
     if (e->env_warned || rsd_env_known(v)) return;
     e->env_warned = true;
-    rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+    rsd_reconcile_add_notice(e->rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
 }
 
 /* The TTL fast path, before the attribution is read and the reconcile is set
@@ -8124,8 +8132,12 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
    ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
    e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
 RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
-    char raw[RSD_RECONCILE_URL_MAX + 64], old[RSD_TARGET_KEY_MAX];
-    if (rsdi_rc_raw_key(rt, e->url, raw, sizeof raw) < 0 || rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
+    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
+    const char *u = e->url; /* the key before normalising: "<runtime>|<url>", a root hook's root */
+    if (rt->root && rt->root(e->url, root, sizeof root) < 0) return 0;
+    if (rt->root) u = root;
+    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, u) >= (int)sizeof raw ||
+        rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
         return 0;
     return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
 }
@@ -8214,7 +8226,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     }
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
-    rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
+    rc = rsd_reconcile_begin(e->rc, &d, now_ms);
     if (rc == RSD_OK) {
         rsdi_en_env_notice(e);
         rsdi_en_reset_notice(e);
@@ -8378,9 +8390,9 @@ RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
     rsdi_en_lease_ans a;
     int k;
     *ready = false;
-    if (e->ls_over || rsdi_en_lease_parse(e->m.rc.ans, e->ls_len, e->m.rc.toks, e->m.rc.max_tokens,
-                                          e->ls != RSDI_EN_LS_DROP, &a, e->m.rc.result.evicted, RSD_MAX_RESIDENTS,
-                                          e->m.rc.ans + e->ls_len, e->m.rc.max_body - e->ls_len) != RSD_OK)
+    if (e->ls_over || rsdi_en_lease_parse(e->ans, e->ls_len, e->toks, e->n_toks, e->ls != RSDI_EN_LS_DROP, &a,
+                                          e->ls_stopped, RSD_MAX_RESIDENTS, e->ans + e->ls_len,
+                                          e->ans_cap - e->ls_len) != RSD_OK)
         return false;
     if (e->ls != RSDI_EN_LS_DROP) {
         e->ls_id = a.id;
@@ -8389,7 +8401,7 @@ RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
         *ready = a.ready;
     }
     e->n_ls_stopped = a.n_stopped;
-    for (k = 0; k < a.n_stopped; k++) e->m.rc.result.evicted[k].restored = e->ls == RSDI_EN_LS_DROP && a.restore;
+    for (k = 0; k < a.n_stopped; k++) e->ls_stopped[k].restored = e->ls == RSDI_EN_LS_DROP && a.restore;
     return true;
 }
 
@@ -8397,7 +8409,7 @@ RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
 RSDI_PRIVATE const char *rsdi_en_ls_why(rsd_ensurer *e, int status, char *buf, size_t cap) {
     rsd_json_doc d;
     size_t n = 0;
-    if (!e->ls_over && rsd_json_parse(&d, e->m.rc.ans, e->ls_len, e->m.rc.toks, e->m.rc.max_tokens) > 0 &&
+    if (!e->ls_over && rsd_json_parse(&d, e->ans, e->ls_len, e->toks, e->n_toks) > 0 &&
         rsd_json_str(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "error"), "message"), buf, cap, &n) == RSD_OK)
         return buf;
     (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
@@ -8417,7 +8429,7 @@ RSDI_PRIVATE void rsdi_en_ls_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
     }
     if (st == 200 && rsdi_en_ls_read(e, &ready)) {
         if (e->ls == RSDI_EN_LS_DROP) {
-            bool later = e->n_ls_stopped && !e->m.rc.result.evicted[0].restored; /* the lease did not restore */
+            bool later = e->n_ls_stopped && !e->ls_stopped[0].restored; /* the lease did not restore */
             rsdi_en_say(e, "rsd-serve lease %s released at %s; %d stopped model(s) %s", e->lease_id, e->root,
                         e->n_ls_stopped, later ? "start on their next request" : "start again");
             rsdi_en_ls_end(e, RSD_OUTCOME_NONE, RSD_OK, now_ms);
@@ -8474,10 +8486,10 @@ RSDI_PRIVATE void rsdi_en_go(rsd_ensurer *e, uint64_t now_ms) {
 #else
         int rc;
         memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
-        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
-        e->detect->n_toks = e->m.rc.max_tokens;
-        e->detect->buf = e->m.rc.ans;
-        e->detect->buf_cap = e->m.rc.max_body;
+        e->detect->toks = e->toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
+        e->detect->n_toks = e->n_toks;
+        e->detect->buf = e->ans;
+        e->detect->buf_cap = e->ans_cap;
         if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", e->url);
             return;
@@ -8602,16 +8614,16 @@ RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
     rsd_http_head_info hi;
     int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
     if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease answer, kept whole (reconcile's buffer: not in use) */
-        if (len > e->m.rc.max_body - e->ls_len) {
+        if (len > e->ans_cap - e->ls_len) {
             e->ls_over = true;
         } else {
-            memcpy(e->m.rc.ans + e->ls_len, data, len);
+            memcpy(e->ans + e->ls_len, data, len);
             e->ls_len += len;
         }
     } else if (RSDI_EN_DETECTING(e)) {
         (void)rsd_detect_body(e->detect, status, data, len);
     } else {
-        (void)rsd_reconcile_body(&e->m.rc, status, data, len);
+        (void)rsd_reconcile_body(e->rc, status, data, len);
     }
 }
 
@@ -8695,7 +8707,7 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
         gen = v.gen;
         if (r != RSD_OK) {
             (void)RSD_SNPRINTF(what, sizeof what, "%s", v.message[0] ? v.message : rsd_result_str(r));
-            (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
+            (void)rsd_reconcile_commit_failed(e->rc, r, what);
             return;
         }
     }
@@ -8703,12 +8715,12 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
     if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
     e->alk_active = false;
     if (r == RSD_OK) {
-        (void)rsd_reconcile_commit_done(&e->m.rc, gen);
+        (void)rsd_reconcile_commit_done(e->rc, gen);
         return;
     }
     (void)RSD_SNPRINTF(what, sizeof what, "%s", rsd_state_last_error(e->st)[0] ? rsd_state_last_error(e->st)
                                                                               : rsd_result_str(r));
-    (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
+    (void)rsd_reconcile_commit_failed(e->rc, r, what);
 }
 
 /* COMMIT: what the machine loaded and unloaded goes into the attribution (removals
@@ -8717,7 +8729,7 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
    lock's next attempt), bounded by the ensure's deadline (at least RSDI_EN_COMMIT_GRACE_MS).
    Without a state directory only the in-memory instances change. */
 RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
-    const rsd_reconcile_result *res = &e->m.rc.result;
+    const rsd_reconcile_result *res = e->res;
     uint64_t dl;
     int i, r;
     e->n_chg = 0;
@@ -8774,20 +8786,20 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
     }
     if (held && !rsdi_en_gen(e, &gen)) gen = ~(uint64_t)0;
     rsdi_en_read_attr(e); /* it may have changed while we waited */
-    (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, e->n_ours);
-    if (RSDI_EN_INSTANCES) (void)rsd_reconcile_set_owned(&e->m.rc, e->owned, e->n_owned);
+    (void)rsd_reconcile_set_ours(e->rc, e->ours, e->n_ours);
+    if (RSDI_EN_INSTANCES) (void)rsd_reconcile_set_owned(e->rc, e->owned, e->n_owned);
     rsdi_en_reset_notice(e);
-    (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
+    (void)rsd_reconcile_lock_done(e->rc, held, gen, now_ms);
     return true;
 }
 
 /* One step of the reconcile: perform what it asks. False = come back later (PENDING). */
 RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
-    rsd_step s = rsd_reconcile_next(&e->m.rc, now_ms);
+    rsd_step s = rsd_reconcile_next(e->rc, now_ms);
     int rc;
     switch (s.kind) {
     case RSD_STEP_HTTP:
-        if (!rsdi_en_http(e, &s, now_ms, &rc)) (void)rsd_reconcile_feed(&e->m.rc, rc, 0, NULL, 0, now_ms);
+        if (!rsdi_en_http(e, &s, now_ms, &rc)) (void)rsd_reconcile_feed(e->rc, rc, 0, NULL, 0, now_ms);
         return true;
     case RSD_STEP_WAIT:
         e->waiting = RSDI_EN_WAIT_WAKE;
@@ -8797,7 +8809,7 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
     case RSD_STEP_LOCK:
         if (RSDI_EN_CO(e)) {
             if (rsd_etcd_lock_begin(RSDI_EN_CO(e), e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
-                (void)rsd_reconcile_lock_done(&e->m.rc, false, 0, now_ms);
+                (void)rsd_reconcile_lock_done(e->rc, false, 0, now_ms);
                 return true;
             }
             e->waiting = RSDI_EN_WAIT_COORD;
@@ -8805,7 +8817,7 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
             return true;
         }
         if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
-            (void)rsd_reconcile_lock_done(&e->m.rc, false, 0, now_ms);
+            (void)rsd_reconcile_lock_done(e->rc, false, 0, now_ms);
             return true;
         }
         e->lk_active = true;
@@ -8851,7 +8863,7 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
                 fed = true;
                 if (RSDI_EN_IN_LEASE(e)) rsdi_en_ls_answer(e, &ev, now_ms);
                 else if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
-                else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, NULL, 0, now_ms);
+                else (void)rsd_reconcile_feed(e->rc, ev.result, ev.status, NULL, 0, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             if (fed) continue;
@@ -8972,9 +8984,8 @@ RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e) {
 }
 
 RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
-    if (out) *out = e ? e->m.rc.notices : NULL;
-    if (!e || !e->reconciling) return 0;
-    return e->m.rc.n_notices;
+    int n = rsd_reconcile_notices(e ? e->rc : NULL, out);
+    return e && e->reconciling ? n : 0;
 }
 
 RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
@@ -8998,13 +9009,12 @@ RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
     out->op_model = e->op_model;
     out->lock_waiting = e->phase == RSDI_EN_RUN && e->waiting == RSDI_EN_WAIT_LOCK;
     out->wire_id = e->model;
-    out->evicted = e->m.rc.result.evicted;
-    out->notices = e->m.rc.notices;
+    out->evicted = e->res->evicted;
+    (void)rsd_reconcile_notices(e->rc, &out->notices);
     out->lease_id = e->lease_id;
     if (e->reconciling) {
-        const rsd_reconcile_result *r = &e->m.rc.result;
-        out->load_stage = e->m.rc.load_stage;
-        if (e->m.rc.has_load_value) out->load_progress = e->m.rc.load_value;
+        const rsd_reconcile_result *r = e->res;
+        out->load_progress = rsd_reconcile_progress(e->rc, &out->load_stage);
         out->outcome = r->outcome;
         out->decision = r->decision;
         out->reason = r->reason;
@@ -9018,7 +9028,7 @@ RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
         out->state_error = r->state_error;
         out->n_evicted = r->n_evicted;
         out->freed_bytes = r->freed_bytes;
-        out->n_notices = e->m.rc.n_notices;
+        out->n_notices = rsd_reconcile_notices(e->rc, NULL);
         if (r->wire_id[0]) out->wire_id = r->wire_id;
         out->lms_tier = r->tier;
     } else if (e->hit) {
@@ -9036,6 +9046,7 @@ RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
         out->message = e->message;
         if (e->ls_used) { /* rsd-serve's lease: what it granted and stopped (a release: what comes back) */
             out->freed_bytes = e->ls_granted;
+            out->evicted = e->ls_stopped;
             out->n_evicted = e->n_ls_stopped;
             out->mutated = e->n_ls_stopped > 0;
             if (e->outcome == RSD_OUTCOME_FREED) {
@@ -9046,7 +9057,7 @@ RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
                 out->reason = RSD_REASON_FREE_NOTHING;
             } else if (e->ls_requested == 0 && e->final == RSD_OK) { /* a release: rsd-serve starts them again */
                 int k;
-                for (k = 0; k < e->n_ls_stopped; k++) out->restored += e->m.rc.result.evicted[k].restored;
+                for (k = 0; k < e->n_ls_stopped; k++) out->restored += e->ls_stopped[k].restored;
             }
         }
     }

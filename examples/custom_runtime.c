@@ -12,27 +12,28 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "residency.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* ---- the runtime: four hooks ---------------------------------------------------- */
-static int ts_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *out) {
+/* ---- the runtime: four hooks, each given the reconcile's rsd_runtime_ctx ------------ */
+static int ts_request(rsd_runtime_ctx *c, rsd_http_op op, const char *model, rsd_step_http *out) {
     int rc, n = -1;
     const char *path = op == RSD_OP_LOAD ? "/api/start" : op == RSD_OP_UNLOAD ? "/api/stop" : "/api/models";
-    if ((rc = rsd_reconcile_set_url(r, path)) < 0) return rc;
-    if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && (n = rsd_reconcile_model_body(r, model)) < 0) return n;
-    rsd_reconcile_http_fill(r, out, n >= 0 ? "POST" : "GET", n);
+    if ((rc = rsd_reconcile_set_url(c->r, path)) < 0) return rc; /* c->url = the root + path */
+    if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && (n = rsd_reconcile_model_body(c->r, model)) < 0) return n;
+    rsd_reconcile_http_fill(c->r, out, n >= 0 ? "POST" : "GET", n);
     return RSD_OK;
 }
 
 /* {"models":[{"name":"a","running":true},...]} into the listing; names are copied into
    its arena (the body is gone after the feed). */
-static int ts_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
+static int ts_parse_list(rsd_runtime_ctx *c, const char *body, size_t len, rsd_listing *out) {
     rsd_json_doc top, doc;
     size_t pos = 0;
     int arr, rc;
-    const int e = 0; /* each entry is its own document: r->toks holds the top level and one entry */
+    const int e = 0; /* each entry is its own document: c->toks holds the top level and one entry */
     memset(out, 0, offsetof(rsd_listing, models));
-    if ((rc = rsd_json_parse_top(&top, body, len, r->toks, r->max_tokens)) < 0) return rc;
+    if ((rc = rsd_json_parse_top(&top, body, len, c->toks, c->max_tokens)) < 0) return rc;
     arr = rsd_json_find(&top, 0, "models");
     if (rsd_json_type_of(&top, arr) != RSD_JSON_ARRAY) return RSD_ERR_PAYLOAD;
     while ((rc = rsd_json_each(&top, arr, &pos, &doc)) > 0) {
@@ -61,8 +62,8 @@ static int ts_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_lis
     return RSD_OK;
 }
 
-static rsd_load_answer ts_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
-    (void)r;
+static rsd_load_answer ts_load_answer(rsd_runtime_ctx *c, int status, const char *body, size_t len) {
+    (void)c;
     (void)body;
     (void)len;
     return status >= 200 && status <= 299 ? RSD_LOAD_ACCEPTED : RSD_LOAD_REJECTED;
@@ -103,12 +104,15 @@ static int sim(const rsd_step_http *h, char *out, size_t cap) {
 }
 
 int main(void) {
-    static rsd_reconcile r; /* its tables come from rsd_reconcile_init */
     static const char *const ours[] = {"b"}; /* what this library loaded there before */
+    size_t size = rsd_reconcile_footprint(NULL); /* the struct and its tables, default limits */
+    rsd_reconcile *r = (rsd_reconcile *)malloc(size);
+    const rsd_reconcile_result *res;
+    const rsd_reconcile_notice *notices;
     rsd_reconcile_desc d;
     char body[1024];
     uint64_t now = 1000;
-    int i, seen = 0;
+    int i, seen = 0, ok;
 
     memset(&d, 0, sizeof d);
     d.runtime = &tinyserve;
@@ -118,24 +122,29 @@ int main(void) {
     d.n_ours = 1;
     d.capacity_known = true; /* tinyserve has two slots */
     d.max_instances = 2;
-    if (rsd_reconcile_init(&r, NULL) < 0 || rsd_reconcile_begin(&r, &d, now) < 0) return 1;
+    if (!r || rsd_reconcile_init(r, size, NULL) < 0) return 1;
+    res = rsd_reconcile_result_of(r);
+    if (rsd_reconcile_begin(r, &d, now) < 0) return 1;
     for (;;) {
-        rsd_step s = rsd_reconcile_next(&r, now);
-        for (; seen < r.n_notices; seen++) printf("notice: %s\n", r.notices[seen].text);
+        rsd_step s = rsd_reconcile_next(r, now);
+        int n = rsd_reconcile_notices(r, &notices);
+        for (; seen < n; seen++) printf("notice: %s\n", notices[seen].text);
         if (s.kind == RSD_STEP_DONE) break;
         if (s.kind == RSD_STEP_HTTP) {
             int status = sim(&s.http, body, sizeof body);
             printf("%s %s%s%.*s -> %d\n", s.http.method, s.http.url, s.http.body ? " " : "", (int)s.http.body_len,
                    s.http.body ? s.http.body : "", status);
             now += 5;
-            (void)rsd_reconcile_feed(&r, RSD_OK, status, body, strlen(body), now);
+            (void)rsd_reconcile_feed(r, RSD_OK, status, body, strlen(body), now);
         } else if (s.kind == RSD_STEP_WAIT) {
             now = s.wake_ms;
         }
     }
-    printf("key %s\n", r.key);
-    printf("outcome %s, %s\n", rsd_outcome_str(r.result.outcome), rsd_result_str(r.result.error));
-    for (i = 0; i < r.result.n_evicted; i++) printf("unloaded %s\n", r.result.evicted[i].id);
-    for (i = 0; i < r.result.n_attr_add; i++) printf("ours now %s\n", r.result.attr_add[i].model);
-    return r.result.outcome == RSD_OUTCOME_RESIDENT ? 0 : 1;
+    printf("key %s\n", rsd_reconcile_key(r));
+    printf("outcome %s, %s\n", rsd_outcome_str(res->outcome), rsd_result_str(res->error));
+    for (i = 0; i < res->n_evicted; i++) printf("unloaded %s\n", res->evicted[i].id);
+    for (i = 0; i < res->n_attr_add; i++) printf("ours now %s\n", res->attr_add[i].model);
+    ok = res->outcome == RSD_OUTCOME_RESIDENT;
+    free(r); /* the reconcile owns nothing else */
+    return ok ? 0 : 1;
 }

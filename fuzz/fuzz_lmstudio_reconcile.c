@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FZ_CHECK(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (line %d)\n", #c, __LINE__); abort(); } } while (0)
 
-static rsd_reconcile R;
+static rsd_reconcile *R; /* in rsd_reconcile_footprint(NULL) bytes of the heap, made once */
 static rsd_json_tok TOK[2048];
 
 static const char *const BODIES[] = {
@@ -73,7 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static char loaded[64][RSD_MODEL_ID_MAX];
     static char raw[4096];
 
-    if (!R.tables) FZ_CHECK(rsd_reconcile_init(&R, NULL) == RSD_OK); /* its tables, the defaults */
+    if (!R) /* the struct and its tables, the defaults */
+        FZ_CHECK((R = (rsd_reconcile *)malloc(rsd_reconcile_footprint(NULL))) &&
+                 rsd_reconcile_init(R, rsd_reconcile_footprint(NULL), NULL) == RSD_OK);
     c.p = data;
     c.n = size;
     flags = take(&c) | (take(&c) << 8);
@@ -98,15 +100,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     d.owned = own;
     observe = d.residency_env || d.user_managed;
-    FZ_CHECK(rsd_reconcile_begin(&R, &d, now) == RSD_OK);
+    FZ_CHECK(rsd_reconcile_begin(R, &d, now) == RSD_OK);
     for (;;) {
-        rsd_step s = rsd_reconcile_next(&R, now);
+        rsd_step s = rsd_reconcile_next(R, now);
         FZ_CHECK(++steps < 200);
         if (s.kind == RSD_STEP_DONE) break;
         if (s.kind == RSD_STEP_LOCK) {
             unsigned b = take(&c);
             locks++;
-            FZ_CHECK(rsd_reconcile_lock_done(&R, (b & 1) != 0, (b >> 1) & 3, now) == RSD_OK);
+            FZ_CHECK(rsd_reconcile_lock_done(R, (b & 1) != 0, (b >> 1) & 3, now) == RSD_OK);
             continue;
         }
         if (s.kind == RSD_STEP_UNLOCK) { unlocks++; continue; }
@@ -126,10 +128,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             } else {
                 FZ_CHECK(s.http.op == RSD_OP_LOAD);
                 FZ_CHECK(rsd_json_str(&jd, rsd_json_find(&jd, 0, "model"), id, sizeof id, NULL) == RSD_OK);
-                if (strcmp(id, R.result.model_key) == 0) keep_loads++;
+                if (strcmp(id, R->result.model_key) == 0) keep_loads++;
                 else {
                     int ok = 0;
-                    for (i = 0; i < R.result.n_evicted; i++) ok |= strcmp(R.result.evicted[i].model, id) == 0;
+                    for (i = 0; i < R->result.n_evicted; i++) ok |= strcmp(R->result.evicted[i].model, id) == 0;
                     FZ_CHECK(ok);
                 }
             }
@@ -155,22 +157,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 len = n;
             }
             now += 1 + (b >> 7) * 2000;
-            FZ_CHECK(rsd_reconcile_feed(&R, transport, status, body, len, now) == RSD_OK);
+            FZ_CHECK(rsd_reconcile_feed(R, transport, status, body, len, now) == RSD_OK);
         }
-        for (i = nl = 0; i < R.result.n_attr_add && nl < 64; i++) snprintf(loaded[nl++], RSD_MODEL_ID_MAX, "%s", R.result.attr_add[i].instance);
+        for (i = nl = 0; i < R->result.n_attr_add && nl < 64; i++) snprintf(loaded[nl++], RSD_MODEL_ID_MAX, "%s", R->result.attr_add[i].instance);
     }
-    FZ_CHECK(R.result.outcome != RSD_OUTCOME_NONE);
+    FZ_CHECK(R->result.outcome != RSD_OUTCOME_NONE);
     FZ_CHECK(locks == unlocks && locks <= 1);
-    FZ_CHECK(commits == (R.result.mutated ? 1 : 0));
+    FZ_CHECK(commits == (R->result.mutated ? 1 : 0));
     FZ_CHECK(keep_loads <= RSD_LMS_LOAD_ATTEMPTS);
     FZ_CHECK(!observe || !posted);
-    FZ_CHECK(R.result.n_attr_remove <= R.result.n_evicted);
-    for (i = 0; i < R.result.n_attr_remove; i++) FZ_CHECK(owned(&d, R.result.attr_remove[i].instance, loaded, 0));
-    for (i = 0; i < R.result.n_evicted; i++) {
+    FZ_CHECK(R->result.n_attr_remove <= R->result.n_evicted);
+    for (i = 0; i < R->result.n_attr_remove; i++) FZ_CHECK(owned(&d, R->result.attr_remove[i].instance, loaded, 0));
+    for (i = 0; i < R->result.n_evicted; i++) {
         int j, hit = 0;
-        for (j = 0; j < d.n_owned; j++) hit |= strcmp(d.owned[j].instance, R.result.evicted[i].id) == 0;
+        for (j = 0; j < d.n_owned; j++) hit |= strcmp(d.owned[j].instance, R->result.evicted[i].id) == 0;
         FZ_CHECK(hit);
     }
-    FZ_CHECK(R.result.wire_id[0] != '\0' || R.result.outcome == RSD_OUTCOME_DEGRADED);
+    FZ_CHECK(R->result.wire_id[0] != '\0' || R->result.outcome == RSD_OUTCOME_DEGRADED);
     return 0;
 }

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 typedef struct rd { const uint8_t *d; size_t n, i; } rd;
 static uint8_t u8(rd *r) { return r->i < r->n ? r->d[r->i++] : 0; }
 
-static rsd_reconcile R;
+static rsd_reconcile *R; /* in rsd_reconcile_footprint(NULL) bytes of the heap, made once */
 static char body[4096];
 static const char *const names[5] = {"keep", "a", "b", "pin", "other"};
 static const char *const states[7] = {"unloaded", "loading", "loaded", "sleeping", "downloading", "failed", ""};
@@ -75,7 +75,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     uint64_t now = 1000;
     int guard, locks = 0, unlocks = 0, posts = 0, i;
     bool done = false;
-    if (!R.tables) FAILIF(rsd_reconcile_init(&R, NULL) != RSD_OK); /* its tables, the defaults */
+    if (!R) /* the struct and its tables, the defaults */
+        FAILIF(!(R = (rsd_reconcile *)malloc(rsd_reconcile_footprint(NULL))) ||
+               rsd_reconcile_init(R, rsd_reconcile_footprint(NULL), NULL) != RSD_OK);
     r.d = d;
     r.n = n;
     r.i = 0;
@@ -93,9 +95,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         desc.capacity_bytes = (uint64_t)u8(&r) << 28;
         desc.keep_bytes = (uint64_t)u8(&r) << 27;
     }
-    FAILIF(rsd_reconcile_begin(&R, &desc, now) != RSD_OK);
+    FAILIF(rsd_reconcile_begin(R, &desc, now) != RSD_OK);
     for (guard = 0; guard < 4000 && !done; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, now);
+        rsd_step s = rsd_reconcile_next(R, now);
         uint8_t b;
         size_t len = 0;
         int st = 200, tr = RSD_OK;
@@ -125,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
                 else len = (size_t)snprintf(body, sizeof body, "{\"success\":true}");
                 break;
             }
-            FAILIF(rsd_reconcile_feed(&R, tr, st, body, len, now) != RSD_OK);
+            FAILIF(rsd_reconcile_feed(R, tr, st, body, len, now) != RSD_OK);
             break;
         case RSD_STEP_WAIT:
             FAILIF(s.wait_model && !s.wait_model[0]);
@@ -133,9 +135,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             if ((b & 1) && s.wait_model && s.wake_ms > now + 1) { /* an SSE event arrives first */
                 now += 1;
                 len = event(&r);
-                i = rsd_reconcile_event(&R, body, len, now);
+                i = rsd_reconcile_event(R, body, len, now);
                 FAILIF(i < 0 || i > 1);
-                if (i == 1) FAILIF(rsd_reconcile_next(&R, now).kind != RSD_STEP_HTTP);
+                if (i == 1) FAILIF(rsd_reconcile_next(R, now).kind != RSD_STEP_HTTP);
             } else {
                 now = s.wake_ms;
             }
@@ -144,7 +146,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             locks++;
             b = u8(&r);
             now += b % 8;
-            FAILIF(rsd_reconcile_lock_done(&R, (b & 8) == 0, b >> 4, now) != RSD_OK);
+            FAILIF(rsd_reconcile_lock_done(R, (b & 8) == 0, b >> 4, now) != RSD_OK);
             break;
         case RSD_STEP_COMMIT:
             break;
@@ -160,25 +162,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     }
     FAILIF(!done);
     FAILIF(locks != unlocks);
-    switch (R.result.outcome) {
+    switch (R->result.outcome) {
     case RSD_OUTCOME_RESIDENT:
     case RSD_OUTCOME_OBSERVED:
-    case RSD_OUTCOME_DECLINED: FAILIF(R.result.error != RSD_OK); break;
+    case RSD_OUTCOME_DECLINED: FAILIF(R->result.error != RSD_OK); break;
     case RSD_OUTCOME_LOAD_FAILED:
-    case RSD_OUTCOME_DEGRADED: FAILIF(R.result.error >= 0); break;
+    case RSD_OUTCOME_DEGRADED: FAILIF(R->result.error >= 0); break;
     default: FAILIF(1);
     }
-    if (flags & 1) FAILIF(posts != 0 || R.result.mutated);
-    FAILIF(R.n_notices < 0 || R.n_notices > RSD_RECONCILE_MAX_NOTICES);
-    for (i = 0; i < R.n_notices; i++) {
-        FAILIF(strlen(R.notices[i].text) >= RSD_RECONCILE_NOTICE_TEXT_MAX);
-        FAILIF((int)R.notices[i].notice.kind <= 0 || (int)R.notices[i].notice.kind >= (int)RSD_NOTICE_KIND_NUM);
+    if (flags & 1) FAILIF(posts != 0 || R->result.mutated);
+    FAILIF(R->n_notices < 0 || R->n_notices > RSD_RECONCILE_MAX_NOTICES);
+    for (i = 0; i < R->n_notices; i++) {
+        FAILIF(strlen(R->notices[i].text) >= RSD_RECONCILE_NOTICE_TEXT_MAX);
+        FAILIF((int)R->notices[i].notice.kind <= 0 || (int)R->notices[i].notice.kind >= (int)RSD_NOTICE_KIND_NUM);
     }
-    FAILIF(R.result.n_evicted < 0 || R.result.n_evicted > RSD_MAX_RESIDENTS);
-    for (i = 0; i < R.result.n_evicted; i++) {
-        FAILIF(strcmp(R.result.evicted[i].id, "keep") == 0);
-        if (R.result.evicted[i].displaced) FAILIF(strcmp(R.result.evicted[i].id, "pin") != 0);
-        else FAILIF(strcmp(R.result.evicted[i].id, "pin") == 0);
+    FAILIF(R->result.n_evicted < 0 || R->result.n_evicted > RSD_MAX_RESIDENTS);
+    for (i = 0; i < R->result.n_evicted; i++) {
+        FAILIF(strcmp(R->result.evicted[i].id, "keep") == 0);
+        if (R->result.evicted[i].displaced) FAILIF(strcmp(R->result.evicted[i].id, "pin") != 0);
+        else FAILIF(strcmp(R->result.evicted[i].id, "pin") == 0);
     }
     return 0;
 }

@@ -24,7 +24,7 @@ static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
 static rsd_listing l1, l2;
 static rsd_listed_model m1[RSD_LISTING_MAX_MODELS], m2[RSD_LISTING_MAX_MODELS];
 static char a1[RSD_LISTING_ARENA_BYTES], a2[RSD_LISTING_ARENA_BYTES];
-static rsd_reconcile rc;
+static rsd_reconcile *rc; /* in rsd_reconcile_footprint(NULL) bytes of the heap, made once */
 static rsd_decision_cache cache;
 
 static void check_name(const rsd_listing *l, rsd_str s) {
@@ -113,11 +113,11 @@ static void fuzz_driver(const uint8_t *d, size_t n, bool observe, bool lock) {
     desc.protected_models = prot;
     desc.n_protected = 1;
     desc.deadline_ms = 3000;
-    FAILIF(rsd_reconcile_begin(&rc, &desc, now) != RSD_OK);
+    FAILIF(rsd_reconcile_begin(rc, &desc, now) != RSD_OK);
     for (steps = 0; steps < 2000; steps++) {
-        rsd_step s = rsd_reconcile_next(&rc, now);
-        FAILIF(rc.n_notices < seen);
-        seen = rc.n_notices;
+        rsd_step s = rsd_reconcile_next(rc, now);
+        FAILIF(rc->n_notices < seen);
+        seen = rc->n_notices;
         if (s.kind == RSD_STEP_DONE) break;
         if (s.kind == RSD_STEP_WAIT) {
             FAILIF(s.wake_ms < now);
@@ -127,7 +127,7 @@ static void fuzz_driver(const uint8_t *d, size_t n, bool observe, bool lock) {
         if (s.kind == RSD_STEP_LOCK) {
             locks++;
             FAILIF(observe);
-            rsd_reconcile_lock_done(&rc, (now & 1) == 0, now & 2, now);
+            rsd_reconcile_lock_done(rc, (now & 1) == 0, now & 2, now);
             continue;
         }
         if (s.kind == RSD_STEP_UNLOCK) { unlocks++; continue; }
@@ -143,15 +143,15 @@ static void fuzz_driver(const uint8_t *d, size_t n, bool observe, bool lock) {
             while (end < n && d[end] != 0xFF) end++;
             if (sel >= 0xF0) transport = (sel & 1) ? RSD_ERR_TIMEOUT : RSD_ERR_CONNECT;
             now += sel & 7;
-            rsd_reconcile_feed(&rc, transport, status, pos < n ? (const char *)d + pos + 1 : "",
+            rsd_reconcile_feed(rc, transport, status, pos < n ? (const char *)d + pos + 1 : "",
                                end > pos ? end - pos - 1 : 0, now);
             pos = end < n ? end + 1 : n;
         }
     }
     FAILIF(steps >= 2000);
     FAILIF(locks != unlocks);
-    FAILIF(rc.result.outcome == RSD_OUTCOME_NONE);
-    if (observe) FAILIF(rc.result.mutated);
+    FAILIF(rc->result.outcome == RSD_OUTCOME_NONE);
+    if (observe) FAILIF(rc->result.mutated);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
@@ -159,7 +159,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (!ready) { /* storage for the listings, tables for the reconcile (the defaults) */
         FAILIF(rsd_listing_init(&l1, m1, RSD_LISTING_MAX_MODELS, a1, sizeof a1) != RSD_OK);
         FAILIF(rsd_listing_init(&l2, m2, RSD_LISTING_MAX_MODELS, a2, sizeof a2) != RSD_OK);
-        FAILIF(rsd_reconcile_init(&rc, NULL) != RSD_OK);
+        FAILIF(!(rc = (rsd_reconcile *)malloc(rsd_reconcile_footprint(NULL))) ||
+               rsd_reconcile_init(rc, rsd_reconcile_footprint(NULL), NULL) != RSD_OK);
         ready = 1;
     }
     fuzz_parsers((const char *)d, n);

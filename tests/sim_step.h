@@ -13,6 +13,27 @@ static rsim S;
 static char RB[262144];
 static uint64_t NOW;
 
+/* The reconcile under test (opaque): rc_new puts it in rsd_reconcile_footprint(lim) bytes
+   of the heap (kept to the end: it owns nothing else). RES is its result, NOTICES and
+   N_NOTICES its notices. */
+static rsd_reconcile *R;
+#define RES rsd_reconcile_result_of(R)
+#define N_NOTICES rsd_reconcile_notices(R, NULL)
+#define NOTICES rc_notices()
+static int rc_new(const rsd_reconcile_limits *lim) {
+    size_t n = rsd_reconcile_footprint(lim);
+    void *mem = n ? malloc(n) : NULL;
+    if (!mem) return RSD_ERR_NOMEM;
+    free(R);
+    R = (rsd_reconcile *)mem;
+    return rsd_reconcile_init(R, n, lim);
+}
+static inline const rsd_reconcile_notice *rc_notices(void) {
+    const rsd_reconcile_notice *n;
+    (void)rsd_reconcile_notices(R, &n);
+    return n;
+}
+
 /* Perform one HTTP step against the simulator: transport, status, body (RB, len). */
 static void sim_http(const rsd_step_http *h, int *transport, int *status, size_t *len) {
     const char *path = strstr(h->url, "://");

@@ -29,7 +29,6 @@ typedef struct lms_wire {
     uint32_t load_timeout_ms;
 } lms_wire;
 
-static rsd_reconcile R;
 
 /* LM Studio 0.4 with the REST API; loads take 3000 ms. Two LM Link entries share the key
    qwen3.8-27b (hostIdentity dynamo and zbook, each with an instance loaded), and two local
@@ -135,21 +134,21 @@ static void explicit_ctx(rsd_reconcile_desc *d, uint32_t ctx) {
 static int drive(lms_wire *f, const rsd_reconcile_desc *d) {
     int guard, rc;
     f->nlog = f->posts = f->gets = f->loads = f->unloads = f->locks = f->unlocks = f->commits = 0;
-    rc = rsd_reconcile_begin(&R, d, NOW);
+    rc = rsd_reconcile_begin(R, d, NOW);
     if (rc < 0) return rc;
     for (guard = 0; guard < 500; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, NOW), again;
+        rsd_step s = rsd_reconcile_next(R, NOW), again;
         int tr = 0, st = 0;
         const char *body = "";
         size_t len = 0;
         switch (s.kind) {
         case RSD_STEP_HTTP:
-            again = rsd_reconcile_next(&R, NOW);
+            again = rsd_reconcile_next(R, NOW);
             CHECK(again.kind == RSD_STEP_HTTP && again.http.url == s.http.url);
             CHECK(s.http.timeout_ms >= 1);
             lm_http(f, &s.http, &tr, &st, &body, &len);
             NOW += 1;
-            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_feed(R, tr, st, body, len, NOW), RSD_OK);
             break;
         case RSD_STEP_WAIT:
             NOW = s.wake_ms > NOW ? s.wake_ms : NOW;
@@ -158,7 +157,7 @@ static int drive(lms_wire *f, const rsd_reconcile_desc *d) {
             f->locks++;
             lm_log(f, "LOCK");
             if (f->at_lock) f->at_lock(f);
-            CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, f->gen, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_lock_done(R, true, f->gen, NOW), RSD_OK);
             break;
         case RSD_STEP_COMMIT:
             f->commits++;
@@ -170,7 +169,7 @@ static int drive(lms_wire *f, const rsd_reconcile_desc *d) {
             break;
         case RSD_STEP_DONE:
             CHECK_EQ_INT(f->locks, f->unlocks);
-            CHECK(R.result.outcome != RSD_OUTCOME_NONE);
+            CHECK(RES->outcome != RSD_OUTCOME_NONE);
             return s.result;
         default:
             CHECK(0);
@@ -191,8 +190,8 @@ static const char *joined(lms_wire *f) {
 /* The kind of the first notice whose text holds s, or -1. */
 static int notice_kind_of(const char *s) {
     int i;
-    for (i = 0; i < R.n_notices; i++)
-        if (strstr(R.notices[i].text, s)) return (int)R.notices[i].notice.kind;
+    for (i = 0; i < N_NOTICES; i++)
+        if (strstr(NOTICES[i].text, s)) return (int)NOTICES[i].notice.kind;
     return -1;
 }
 static bool any_notice_has(const char *s) { return notice_kind_of(s) >= 0; }
@@ -216,7 +215,7 @@ static void test_6_5_1_alone_is_never_clamped(void) {
     explicit_ctx(&d, 262144);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(strstr(joined(&f), "\"context_length\":262144") != NULL);
-    CHECK_EQ_INT(R.result.load_context, 262144);
+    CHECK_EQ_INT(RES->load_context, 262144);
     CHECK(!any_notice_has("clamped"));
 }
 static void test_6_5_2_clamps_beside_another_model(void) {
@@ -261,9 +260,9 @@ static void test_6_6_11_no_load_settings_keeps_server_jit(void) {
     desc_init(&d, "coder-unloaded");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
-    CHECK_EQ_INT(R.result.state, RSD_LMS_JIT);
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(RES->state, RSD_LMS_JIT);
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
     CHECK_EQ_INT(f.locks, 0);
 }
 static void test_6_6_12_exact_body_once_with_bearer(void) {
@@ -281,11 +280,11 @@ static void test_6_6_12_exact_body_once_with_bearer(void) {
     CHECK_EQ_STR(joined(&f), "GET /api/v1/models | LOCK | GET /api/v1/models | "
                              "POST /api/v1/models/load {\"model\":\"coder-unloaded\",\"echo_load_config\":true,"
                              "\"flash_attention\":true,\"eval_batch_size\":512} | COMMIT | UNLOCK");
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
-    CHECK_EQ_INT(R.result.state, RSD_LMS_INSTANCE); /* the instance we loaded, not the JIT key */
-    REQUIRE(R.result.n_attr_add == 1);
-    CHECK_EQ_STR(R.result.attr_add[0].model, "coder-unloaded");
-    CHECK_EQ_STR(R.result.attr_add[0].instance, "coder-unloaded");
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
+    CHECK_EQ_INT(RES->state, RSD_LMS_INSTANCE); /* the instance we loaded, not the JIT key */
+    REQUIRE(RES->n_attr_add == 1);
+    CHECK_EQ_STR(RES->attr_add[0].model, "coder-unloaded");
+    CHECK_EQ_STR(RES->attr_add[0].instance, "coder-unloaded");
 }
 static void test_6_6_3_auth_required(void) {
     lms_wire f;
@@ -294,14 +293,14 @@ static void test_6_6_3_auth_required(void) {
     lm_key("secret");
     desc_init(&d, "qwen3.8-27b");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_AUTH);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
     CHECK_EQ_INT(f.gets, 1);             /* 401 stops tier detection */
-    CHECK(strstr(R.result.message, "authentication required") != NULL);
+    CHECK(strstr(RES->message, "authentication required") != NULL);
     d.bearer = "wrong";
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_AUTH);
     d.bearer = "secret";
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b-dynamo");
+    CHECK_EQ_STR(RES->wire_id, "qwen3.8-27b-dynamo");
 }
 static void test_6_6_13_lm_link_same_key_is_observe_only(void) {
     lms_wire f;
@@ -311,8 +310,8 @@ static void test_6_6_13_lm_link_same_key_is_observe_only(void) {
     explicit_ctx(&d, 131072);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.loads + f.unloads, 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b-dynamo");
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_STR(RES->wire_id, "qwen3.8-27b-dynamo");
     CHECK(any_notice_has("LM Studio resolved 'qwen3.8-27b' to loaded instance 'qwen3.8-27b-dynamo' on target 'dynamo'."));
 }
 static void test_6_6_14_retry_without_releasing_foreign_instances(void) {
@@ -329,7 +328,7 @@ static void test_6_6_14_retry_without_releasing_foreign_instances(void) {
     CHECK(strstr(joined(&f), "insufficient") == NULL);
     CHECK(strstr(joined(&f), "context_length\":32768} | GET /api/v1/models | POST /api/v1/models/load") != NULL);
     CHECK(any_notice_has("insufficient VRAM"));
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
 }
 static void test_6_6_15_releases_only_an_instance_we_loaded(void) {
     lms_wire f;
@@ -340,9 +339,9 @@ static void test_6_6_15_releases_only_an_instance_we_loaded(void) {
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    REQUIRE(R.result.n_attr_add == 1);
-    snprintf(om, sizeof om, "%s", R.result.attr_add[0].model);  /* persisted by the shell (W16) */
-    snprintf(oi, sizeof oi, "%s", R.result.attr_add[0].instance);
+    REQUIRE(RES->n_attr_add == 1);
+    snprintf(om, sizeof om, "%s", RES->attr_add[0].model);  /* persisted by the shell (W16) */
+    snprintf(oi, sizeof oi, "%s", RES->attr_add[0].instance);
     owned[0].model = om;
     owned[0].instance = oi;
     S.o.fail_loads = 1;
@@ -353,12 +352,12 @@ static void test_6_6_15_releases_only_an_instance_we_loaded(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"coder-unloaded\"}");
     CHECK(lm_has_inst("qwen3.8-27b-dynamo") && lm_has_inst("qwen3.8-27b-zbook"));
-    REQUIRE(R.result.n_attr_remove == 1);
-    CHECK_EQ_STR(R.result.attr_remove[0].instance, "coder-unloaded");
-    REQUIRE(R.result.n_attr_add == 1);
-    CHECK_EQ_STR(R.result.attr_add[0].instance, "embedding-model");
-    CHECK_EQ_INT(R.result.n_evicted, 1);
-    CHECK(!R.result.evicted[0].restored);
+    REQUIRE(RES->n_attr_remove == 1);
+    CHECK_EQ_STR(RES->attr_remove[0].instance, "coder-unloaded");
+    REQUIRE(RES->n_attr_add == 1);
+    CHECK_EQ_STR(RES->attr_add[0].instance, "embedding-model");
+    CHECK_EQ_INT(RES->n_evicted, 1);
+    CHECK(!RES->evicted[0].restored);
 }
 static void test_6_6_16_v0_server_is_observe_only(void) {
     lms_wire f;
@@ -370,8 +369,8 @@ static void test_6_6_16_v0_server_is_observe_only(void) {
     explicit_ctx(&d, 32768);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
-    CHECK_EQ_INT(R.result.tier, RSD_LMS_TIER_V0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(RES->tier, RSD_LMS_TIER_V0);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
     CHECK_EQ_STR(joined(&f), "GET /api/v1/models | GET /api/v0/models");
 }
 /* S6: a 0.3 server answers v1 with 200 + error: detection by shape falls through */
@@ -382,17 +381,17 @@ static void test_S6_v1_200_with_error_falls_through(void) {
     S.o.lms_v03 = true; /* unknown routes: 200 with an error */
     desc_init(&d, "qwen3.8-27b");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.tier, RSD_LMS_TIER_V0);
+    CHECK_EQ_INT(RES->tier, RSD_LMS_TIER_V0);
     CHECK_EQ_STR(joined(&f), "GET /api/v1/models | GET /api/v0/models");
     /* v0 rows (S11): one row per model, its key as the id; a loaded row is an instance */
-    CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b");
-    CHECK_EQ_INT(R.result.state, RSD_LMS_INSTANCE);
+    CHECK_EQ_STR(RES->wire_id, "qwen3.8-27b");
+    CHECK_EQ_INT(RES->state, RSD_LMS_INSTANCE);
     /* a not-loaded row keeps the key JIT */
     desc_init(&d, "coder-unloaded");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.tier, RSD_LMS_TIER_V0);
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
-    CHECK_EQ_INT(R.result.state, RSD_LMS_JIT);
+    CHECK_EQ_INT(RES->tier, RSD_LMS_TIER_V0);
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
+    CHECK_EQ_INT(RES->state, RSD_LMS_JIT);
 }
 
 /* ---- 6.7: instance resolution --------------------------------------------- */
@@ -403,11 +402,11 @@ static void test_6_7_2_bare_key_resolves_to_host_default_without_loading(void) {
     desc_init(&d, "qwen3.8-27b");
     d.default_model = "qwen3.8-27b-zbook";
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b-zbook");
+    CHECK_EQ_STR(RES->wire_id, "qwen3.8-27b-zbook");
     CHECK_EQ_INT(f.posts, 0);
     d.default_model = "qwen3.8-27b-dynamo";
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b-dynamo");
+    CHECK_EQ_STR(RES->wire_id, "qwen3.8-27b-dynamo");
 }
 static void test_6_7_4_catalogued_key_without_instances_keeps_jit(void) {
     lms_wire f;
@@ -415,8 +414,8 @@ static void test_6_7_4_catalogued_key_without_instances_keeps_jit(void) {
     lm_init(&f);
     desc_init(&d, "coder-unloaded");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
-    CHECK_EQ_INT(R.result.state, RSD_LMS_JIT);
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
+    CHECK_EQ_INT(RES->state, RSD_LMS_JIT);
     CHECK_EQ_INT(f.posts, 0);
 }
 static void test_6_7_5_cross_host_instance_flagged_as_lm_link_peer(void) {
@@ -434,7 +433,7 @@ static void test_6_7_5_cross_host_instance_flagged_as_lm_link_peer(void) {
     d.peers = &peer;
     d.n_peers = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b-zbook");
+    CHECK_EQ_STR(RES->wire_id, "qwen3.8-27b-zbook");
     CHECK(any_notice_has("LM Studio instance 'qwen3.8-27b-zbook' is also loaded on zbook; this request may be served "
                          "by that LM Link peer."));
 }
@@ -445,8 +444,8 @@ static void test_6_7_6_unadvertised_model_refused_before_completion(void) {
     desc_init(&d, "nope");
     explicit_ctx(&d, 4096);
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_NOT_SERVED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
-    CHECK(strstr(R.result.message, "Resident instances: qwen3.8-27b-dynamo, qwen3.8-27b-zbook") != NULL);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DECLINED);
+    CHECK(strstr(RES->message, "Resident instances: qwen3.8-27b-dynamo, qwen3.8-27b-zbook") != NULL);
     CHECK_EQ_INT(f.posts, 0);
 }
 
@@ -462,9 +461,9 @@ static void test_W13_long_load_and_late_landing_adopted(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(f.load_timeout_ms > 250000);
     CHECK_EQ_INT(f.loads, 1);                        /* no second instance */
-    CHECK(R.result.adopted);
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
-    CHECK_EQ_INT(R.result.n_attr_add, 1);
+    CHECK(RES->adopted);
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
+    CHECK_EQ_INT(RES->n_attr_add, 1);
 }
 /* Two owned 8K instances loaded; the keep's first load fails: drives the reconcile. */
 static int drive_one_candidate_at_a_time(lms_wire *f) {
@@ -507,22 +506,22 @@ static void test_W14_restore_after_failed_retries(void) {
     explicit_ctx(&d, 32768);
     d.owned = owned;
     d.n_owned = 1;
-    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_SERVER_ERROR == RSD_ERR_SERVER_ERROR ? R.result.error : 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-    CHECK_EQ_STR(R.result.message, "insufficient VRAM");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_SERVER_ERROR == RSD_ERR_SERVER_ERROR ? RES->error : 0);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK_EQ_STR(RES->message, "insufficient VRAM");
     CHECK(strstr(joined(&f), "POST /api/v1/models/load {\"model\":\"a-model\",\"echo_load_config\":true,\"context_length\":8192}") != NULL);
     CHECK(lm_has_inst("a-model"));
-    CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
+    CHECK(RES->n_evicted == 1 && RES->evicted[0].restored);
     CHECK(any_notice_has("restored 'a-model'"));
     CHECK_EQ_INT(notice_kind_of("restored 'a-model'"), RSD_NOTICE_RESTORED);
     {
         int i, load_failed = 0;
-        for (i = 0; i < R.n_notices; i++)
-            if (R.notices[i].notice.kind == RSD_NOTICE_LOAD_FAILED) load_failed++;
+        for (i = 0; i < N_NOTICES; i++)
+            if (NOTICES[i].notice.kind == RSD_NOTICE_LOAD_FAILED) load_failed++;
         CHECK(load_failed >= 1);
     }
-    CHECK(R.result.n_attr_remove == 1 && R.result.n_attr_add == 1);
-    CHECK_EQ_STR(R.result.attr_add[0].instance, "a-model");
+    CHECK(RES->n_attr_remove == 1 && RES->n_attr_add == 1);
+    CHECK_EQ_STR(RES->attr_add[0].instance, "a-model");
     CHECK_EQ_INT(f.commits, 1);
 }
 /* W19: observe never loads, even with explicit load settings (upstream S34 did) */
@@ -536,9 +535,9 @@ static void test_W19_observe_never_loads(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.locks, 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_OBSERVE);
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
     d.residency_env = NULL;
     d.user_managed = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -559,10 +558,10 @@ static void test_W1_relist_under_lock_uses_instance_loaded_meanwhile(void) {
     d.has_generation = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.loads, 0);
-    CHECK(R.result.redecided);
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
-    CHECK_EQ_INT(R.result.state, RSD_LMS_INSTANCE); /* the other client's instance */
-    CHECK_EQ_INT(R.result.n_attr_add, 0);             /* not ours */
+    CHECK(RES->redecided);
+    CHECK_EQ_STR(RES->wire_id, "coder-unloaded");
+    CHECK_EQ_INT(RES->state, RSD_LMS_INSTANCE); /* the other client's instance */
+    CHECK_EQ_INT(RES->n_attr_add, 0);             /* not ours */
 }
 static void test_W1_unchanged_generation_skips_relist(void) {
     lms_wire f;
@@ -590,8 +589,7 @@ static void at_lock_owned_over_the_arena(lms_wire *f) {
         owned[i].model = g_big_ids[i];
         owned[i].instance = g_big_ids[i];
     }
-    CHECK_EQ_INT(rsd_reconcile_set_owned(&R, owned, RSD_RECONCILE_MAX_OWNED), RSD_ERR_TOO_LARGE);
-    CHECK(R.ids_used <= R.ids_cap);
+    CHECK_EQ_INT(rsd_reconcile_set_owned(R, owned, RSD_RECONCILE_MAX_OWNED), RSD_ERR_TOO_LARGE);
 }
 static void test_owned_over_the_id_arena_degrades_before_any_change(void) {
     lms_wire f;
@@ -601,10 +599,10 @@ static void test_owned_over_the_id_arena_degrades_before_any_change(void) {
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 4096);
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TOO_LARGE);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK_EQ_INT(R.result.error, RSD_ERR_TOO_LARGE);
-    CHECK(strstr(R.result.message, "id_arena_bytes") != NULL);
-    CHECK(!R.result.mutated);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->error, RSD_ERR_TOO_LARGE);
+    CHECK(strstr(RES->message, "id_arena_bytes") != NULL);
+    CHECK(!RES->mutated);
     CHECK_EQ_INT(f.loads, 0);
     CHECK_EQ_INT(f.unloads, 0);
     lm_init(&f); /* the next begin starts afresh: the same ensure without them loads */
@@ -630,10 +628,10 @@ static void test_unload_failure_moves_to_next_candidate(void) {
     d.owned = owned;
     d.n_owned = 2;
     (void)drive(&f, &d);
-    CHECK(R.result.unload_failed);
+    CHECK(RES->unload_failed);
     CHECK(any_notice_has("unloading instance 'a-model' of 'a-model' on 'dynamo' failed: injected failure"));
     CHECK_EQ_INT(f.unloads, 2);                       /* a failed, then b tried */
-    CHECK_EQ_INT(R.result.n_attr_remove, 0);
+    CHECK_EQ_INT(RES->n_attr_remove, 0);
 }
 /* a dead server costs one request, not three tiers */
 static void test_transport_error_stops_detection(void) {
@@ -644,7 +642,7 @@ static void test_transport_error_stops_detection(void) {
     desc_init(&d, "qwen3.8-27b");
     explicit_ctx(&d, 4096);
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_CONNECT);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
     CHECK_EQ_INT(f.gets, 1);
     CHECK_EQ_INT(f.posts, 0);
 }
@@ -676,10 +674,10 @@ static void test_hostile_catalogs_degrade_and_never_mutate(void) {
         (void)drive(&f, &d);
         CHECK_EQ_INT(f.posts, 0);
         CHECK_EQ_INT(f.locks, 0);
-        if (!(R.result.outcome == RSD_OUTCOME_DEGRADED || R.result.outcome == RSD_OUTCOME_DECLINED) || R.n_notices < 1)
-            printf("  hostile body %d: outcome %s, %d notices\n", i, rsd_outcome_str(R.result.outcome), R.n_notices);
-        CHECK(R.result.outcome == RSD_OUTCOME_DEGRADED || R.result.outcome == RSD_OUTCOME_DECLINED);
-        CHECK(R.n_notices >= 1);
+        if (!(RES->outcome == RSD_OUTCOME_DEGRADED || RES->outcome == RSD_OUTCOME_DECLINED) || N_NOTICES < 1)
+            printf("  hostile body %d: outcome %s, %d notices\n", i, rsd_outcome_str(RES->outcome), N_NOTICES);
+        CHECK(RES->outcome == RSD_OUTCOME_DEGRADED || RES->outcome == RSD_OUTCOME_DECLINED);
+        CHECK(N_NOTICES >= 1);
     }
 }
 /* A router reconcile on R (the same tables): "r-keep" is loaded and polled until listed
@@ -697,19 +695,19 @@ static int router_load_on_R(void) {
     d.keep = "r-keep";
     d.capacity_known = true;
     d.max_instances = 4;
-    if (rsd_reconcile_begin(&R, &d, NOW) != RSD_OK) return -1;
+    if (rsd_reconcile_begin(R, &d, NOW) != RSD_OK) return -1;
     for (guard = 0; guard < 50; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, NOW);
-        if (s.kind == RSD_STEP_DONE) return R.result.outcome;
+        rsd_step s = rsd_reconcile_next(R, NOW);
+        if (s.kind == RSD_STEP_DONE) return RES->outcome;
         if (s.kind == RSD_STEP_WAIT) NOW = s.wake_ms > NOW ? s.wake_ms : NOW;
         if (s.kind != RSD_STEP_HTTP) continue;
         NOW += 1;
         if (s.http.op == RSD_OP_LOAD) {
             posted = true;
-            (void)rsd_reconcile_feed(&R, RSD_OK, 200, "{\"success\":true}", 16, NOW);
+            (void)rsd_reconcile_feed(R, RSD_OK, 200, "{\"success\":true}", 16, NOW);
         } else if (s.http.op == RSD_OP_LIST) {
             const char *b = posted ? loaded : unloaded;
-            (void)rsd_reconcile_feed(&R, RSD_OK, 200, b, strlen(b), NOW);
+            (void)rsd_reconcile_feed(R, RSD_OK, 200, b, strlen(b), NOW);
         } else {
             return -2;
         }
@@ -723,18 +721,16 @@ static int router_load_on_R(void) {
 static void test_catalog_shares_the_listings_storage_with_the_router(void) {
     lms_wire f;
     int round;
-    CHECK((const void *)R.lms->cat == (const void *)R.snap.models);
     for (round = 0; round < 2; round++) {
-        CHECK_EQ_INT(router_load_on_R(), RSD_OUTCOME_RESIDENT);
-        CHECK(R.snap.n == 2 && R.poll.n == 2); /* the storage holds the router's listings */
-        CHECK(rsd_str_eq_c(R.poll.models[1].id, "r-other-with-a-longer-id"));
+        CHECK_EQ_INT(router_load_on_R(), RSD_OUTCOME_RESIDENT); /* the storage holds the router's listings */
+        CHECK_EQ_STR(RES->wire_id, "r-keep");
         /* then W15 on LM Studio: its catalog over that storage */
         CHECK_EQ_INT(drive_one_candidate_at_a_time(&f), RSD_OK);
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
         CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"a-model\"}");
-        CHECK_EQ_INT(R.result.n_evicted, 1);
-        CHECK_EQ_STR(R.result.evicted[0].id, "a-model");
-        CHECK_EQ_STR(R.result.evicted[0].model, "a-model");
+        CHECK_EQ_INT(RES->n_evicted, 1);
+        CHECK_EQ_STR(RES->evicted[0].id, "a-model");
+        CHECK_EQ_STR(RES->evicted[0].model, "a-model");
         CHECK_EQ_INT(f.loads, 2);
     }
 }
@@ -743,26 +739,26 @@ static void test_begin_rejects_bad_desc(void) {
     rsd_reconcile_desc d;
     desc_init(&d, "m");
     d.base_url = NULL;
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
-    CHECK(rsd_reconcile_next(&R, 0).kind == RSD_STEP_DONE);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_ARG);
+    CHECK(rsd_reconcile_next(R, 0).kind == RSD_STEP_DONE);
     desc_init(&d, "");
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_MODEL_ID);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_MODEL_ID);
     desc_init(&d, "m");
     d.bearer = "a\nb";
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_ARG);
     desc_init(&d, "m");
     d.base_url = "http://h/?x";
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_URL);
     desc_init(&d, "m");
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_OK);
-    CHECK_EQ_STR(R.key, "lmstudio|http://dynamo:1234");
-    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_OK, 200, "{}", 2, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, 0, 0), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_OK);
+    CHECK_EQ_STR(rsd_reconcile_key(R), "lmstudio|http://dynamo:1234");
+    CHECK_EQ_INT(rsd_reconcile_feed(R, RSD_OK, 200, "{}", 2, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_lock_done(R, true, 0, 0), RSD_ERR_STATE);
 }
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
-    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
+    if (rc_new(NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     NOW = 1000;
     RUN(test_6_5_1_alone_is_never_clamped);
     RUN(test_6_5_2_clamps_beside_another_model);

@@ -14,7 +14,7 @@
 #include "rsd_test.h"
 #include "sim_step.h"
 /* The model the reconcile attributed to us ("" when none). */
-#define ATTR_ADD(r) ((r).result.n_attr_add ? (r).result.attr_add[0].model : "")
+#define ATTR_ADD(r) (rsd_reconcile_result_of(r)->n_attr_add ? rsd_reconcile_result_of(r)->attr_add[0].model : "")
 #include <stdarg.h>
 
 /* ---- Ollama: the simulator, and what the transport injects -------------------- */
@@ -32,7 +32,6 @@ typedef struct ollama_sim {
     int n_list_to, n_post_to;
 } ollama_sim;
 
-static rsd_reconcile R;
 static rsd_decision_cache CACHE;
 static rsd_json_tok TOK[4096];
 
@@ -135,10 +134,10 @@ static int drive(ollama_sim *f, const rsd_reconcile_desc *d) {
     int guard, rc;
     f->nlog = f->posts = f->gets = f->locks = f->unlocks = f->commits = 0;
     f->n_list_to = f->n_post_to = 0;
-    rc = rsd_reconcile_begin(&R, d, NOW);
+    rc = rsd_reconcile_begin(R, d, NOW);
     if (rc < 0) return rc;
     for (guard = 0; guard < 2000; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, NOW);
+        rsd_step s = rsd_reconcile_next(R, NOW);
         int tr = 0, st = 0;
         const char *body = "";
         size_t len = 0;
@@ -147,7 +146,7 @@ static int drive(ollama_sim *f, const rsd_reconcile_desc *d) {
             CHECK(s.http.timeout_ms >= 1);
             os_http(f, &s.http, &tr, &st, &body, &len);
             NOW += 1;
-            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_feed(R, tr, st, body, len, NOW), RSD_OK);
             break;
         case RSD_STEP_WAIT:
             NOW = s.wake_ms > NOW ? s.wake_ms : NOW;
@@ -156,7 +155,7 @@ static int drive(ollama_sim *f, const rsd_reconcile_desc *d) {
             f->locks++;
             os_log(f, "LOCK");
             if (f->at_lock) f->at_lock(f);
-            CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, f->gen, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_lock_done(R, true, f->gen, NOW), RSD_OK);
             break;
         case RSD_STEP_COMMIT:
             f->commits++;
@@ -188,14 +187,14 @@ static const char *joined(ollama_sim *f) {
 }
 static bool any_notice_has(const char *s) {
     int i;
-    for (i = 0; i < R.n_notices; i++)
-        if (strstr(R.notices[i].text, s)) return true;
+    for (i = 0; i < N_NOTICES; i++)
+        if (strstr(NOTICES[i].text, s)) return true;
     return false;
 }
 static bool removed(const char *id) {
     int i;
-    for (i = 0; i < R.result.n_attr_remove; i++)
-        if (strcmp(R.result.attr_remove[i].model, id) == 0) return true;
+    for (i = 0; i < RES->n_attr_remove; i++)
+        if (strcmp(RES->attr_remove[i].model, id) == 0) return true;
     return false;
 }
 static void fresh(void) {
@@ -236,8 +235,8 @@ static void test_O9_keep_resident_by_name_is_not_loaded_nor_attributed(void) {
     os_resident(&f, "other:7b");
     desc_init(&d, "llama3.2"); /* as the user wrote it: no tag */
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_ALREADY_RESIDENT);
     CHECK_EQ_STR(joined(&f), "GET /api/ps");       /* one probe, no lock, no POST */
     CHECK_EQ_STR(ATTR_ADD(R), "");           /* O6/W17: already resident, not ours */
     CHECK(any_notice_has("alongside"));            /* co-resident notice */
@@ -263,8 +262,8 @@ static void test_O4_R28_release_only_our_stragglers_then_load(void) {
     d.protected_models = prot;
     d.n_protected = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_SCHEDULER_RELEASE_OURS);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_SCHEDULER_RELEASE_OURS);
     CHECK_EQ_STR(joined(&f),
                  "GET /api/ps | LOCK | GET /api/ps | "
                  "POST /api/generate {\"model\":\"mine:latest\",\"keep_alive\":0,\"stream\":false} | "
@@ -296,8 +295,8 @@ static void test_W12_sizes_known_release_only_what_is_needed(void) {
     d.capacity_bytes = 5000; /* 3003 used */
     d.keep_bytes = 1500;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_FITS_BYTES);
-    CHECK_EQ_INT(R.result.n_evicted, 0);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_FITS_BYTES);
+    CHECK_EQ_INT(RES->n_evicted, 0);
     CHECK(os_find(&f, "mine") >= 0 && os_find(&f, "mine2") >= 0);
     /* 2500 needs 503 more: the larger straggler (mine2, 1001 bytes) only */
     fresh();
@@ -308,9 +307,9 @@ static void test_W12_sizes_known_release_only_what_is_needed(void) {
     os_install(&f, "coder:14b");
     d.keep_bytes = 2500;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_SCHEDULER_RELEASE_OURS);
-    REQUIRE(R.result.n_evicted == 1);
-    CHECK_EQ_STR(R.result.evicted[0].id, "mine2:latest");
+    CHECK_EQ_INT(RES->reason, RSD_REASON_SCHEDULER_RELEASE_OURS);
+    REQUIRE(RES->n_evicted == 1);
+    CHECK_EQ_STR(RES->evicted[0].id, "mine2:latest");
     CHECK(os_find(&f, "mine") >= 0 && os_find(&f, "foreign") >= 0);
 }
 
@@ -324,7 +323,7 @@ static void test_O7_load_without_stragglers_locks_once(void) {
     os_install(&f, "k");
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_SCHEDULER_LOAD);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_SCHEDULER_LOAD);
     CHECK_EQ_INT(f.locks, 1);
     CHECK_EQ_INT(f.posts, 1);
     CHECK(os_find(&f, "foreign") >= 0);
@@ -345,7 +344,7 @@ static void test_O5_keep_alive_forever_and_clamped_num_ctx(void) {
     d.context_length = 262144;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(strstr(joined(&f), "{\"model\":\"qwen3:32b\",\"stream\":false,\"keep_alive\":-1,\"options\":{\"num_ctx\":131072}}"));
-    CHECK_EQ_INT(R.result.load_context, 131072);
+    CHECK_EQ_INT(RES->load_context, 131072);
     CHECK(any_notice_has("context clamped 262144 to 131072"));
 }
 
@@ -363,14 +362,14 @@ static void test_W19_observe_never_mutates(void) {
     d.n_ours = 1;
     d.residency_env = "observe";
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.locks, 0);
     CHECK(os_find(&f, "mine") >= 0);
     d.residency_env = NULL;
     d.user_managed = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
     CHECK_EQ_INT(f.posts, 0);
 }
 
@@ -385,11 +384,11 @@ static void test_W17_hung_ps_degrades_with_probe_timeout(void) {
     f.list.fail_transport = RSD_ERR_TIMEOUT;
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_OBSERVE);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.list_timeouts[0], RSD_RECONCILE_PROBE_TIMEOUT_MS);
-    CHECK(!R.result.cached);
+    CHECK(!RES->cached);
     /* the next turn probes again (R41: not cached) and loads */
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 1);
@@ -407,7 +406,7 @@ static void test_W7_wait_retries_transient_errors(void) {
     f.list.poll_fail_left = 2;
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(f.gets, 1 + 1 + 3);  /* list, re-list under the lock, 2 failed polls + 1 */
 }
 
@@ -424,15 +423,15 @@ static void test_load_404_restores_released_straggler(void) {
     d.ours = ours;
     d.n_ours = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-    CHECK(strstr(R.result.message, "HTTP 404") != NULL);
-    CHECK(strstr(R.result.message, "HTTP 404: model") != NULL); /* Ollama's own error text is quoted */
-    CHECK_EQ_INT(R.result.n_evicted, 1);
-    CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.kind, RSD_NOTICE_RESTORED);
-    CHECK(R.result.evicted[0].restored);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK(strstr(RES->message, "HTTP 404") != NULL);
+    CHECK(strstr(RES->message, "HTTP 404: model") != NULL); /* Ollama's own error text is quoted */
+    CHECK_EQ_INT(RES->n_evicted, 1);
+    CHECK_EQ_INT(NOTICES[N_NOTICES - 1].notice.kind, RSD_NOTICE_RESTORED);
+    CHECK(RES->evicted[0].restored);
     CHECK(os_find(&f, "mine") >= 0);
     CHECK(any_notice_has("restored 'mine:latest'"));
-    CHECK(!R.result.cached);
+    CHECK(!RES->cached);
     CHECK_EQ_STR(ATTR_ADD(R), "");
     CHECK(!removed("mine:latest"));                 /* restored: still ours */
 }
@@ -454,9 +453,9 @@ static void test_load_errors_rejected(void) {
         f.load_body = bodies[i];
         desc_init(&d, "k");
         CHECK(drive(&f, &d) < 0);
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
         CHECK_EQ_INT(f.posts, 1);
-        CHECK(!R.result.cached);
+        CHECK(!RES->cached);
     }
 }
 
@@ -477,7 +476,7 @@ static void test_W1_relist_under_lock(void) {
     d.n_ours = 1;
     d.has_generation = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(R.result.redecided);
+    CHECK(RES->redecided);
     CHECK_EQ_INT(f.posts, 1);                       /* the load only */
     CHECK(strstr(joined(&f), "keep_alive\":0") == NULL);
 }
@@ -491,10 +490,10 @@ static void test_cache_hit_skips_probe(void) {
     os_install(&f, "k");
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(R.result.cached);
+    CHECK(RES->cached);
     NOW += 1000;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(R.result.cache_hit);
+    CHECK(RES->cache_hit);
     CHECK_EQ_INT(f.gets + f.posts, 0);
 }
 
@@ -529,12 +528,12 @@ static void test_hostile_ps_payloads_degrade_and_never_mutate(void) {
         d.ours = ours;
         d.n_ours = 1;
         CHECK(drive(&f, &d) < 0);
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
-        CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
+        CHECK_EQ_INT(RES->decision, RSD_DECISION_OBSERVE);
         CHECK_EQ_INT(f.posts, 0);
         CHECK_EQ_INT(f.locks, 0);
-        CHECK(R.n_notices >= 1);
-        CHECK(!R.result.cached);
+        CHECK(N_NOTICES >= 1);
+        CHECK(!RES->cached);
     }
 }
 
@@ -575,28 +574,28 @@ static void test_W5_load_bounded_by_the_deadline(void) {
     {
         int guard;
         rsd_step s;
-        CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_OK);
+        CHECK_EQ_INT(rsd_reconcile_begin(R, &d, NOW), RSD_OK);
         for (guard = 0; guard < 100; guard++) {
-            s = rsd_reconcile_next(&R, NOW);
+            s = rsd_reconcile_next(R, NOW);
             if (s.kind == RSD_STEP_DONE) break;
-            if (s.kind == RSD_STEP_LOCK) { rsd_reconcile_lock_done(&R, true, 0, NOW); continue; }
+            if (s.kind == RSD_STEP_LOCK) { rsd_reconcile_lock_done(R, true, 0, NOW); continue; }
             if (s.kind == RSD_STEP_COMMIT || s.kind == RSD_STEP_UNLOCK) continue;
             if (s.kind == RSD_STEP_WAIT) { NOW = s.wake_ms; continue; }
             if (s.kind == RSD_STEP_HTTP && strcmp(s.http.method, "POST") == 0) {
                 CHECK(s.http.timeout_ms <= 5000);
                 NOW += s.http.timeout_ms;
-                rsd_reconcile_feed(&R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW);
+                rsd_reconcile_feed(R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW);
             } else if (s.kind == RSD_STEP_HTTP) {
                 int tr, st;
                 const char *b;
                 size_t len;
                 os_http(&f, &s.http, &tr, &st, &b, &len);
-                rsd_reconcile_feed(&R, tr, st, b, len, NOW);
+                rsd_reconcile_feed(R, tr, st, b, len, NOW);
             }
         }
         CHECK(s.kind == RSD_STEP_DONE);
     }
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK(NOW - t0 <= 5000 + 10);
 }
 
@@ -627,7 +626,7 @@ static void test_W10_attribution_by_requested_name_still_ours(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
-    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
+    if (rc_new(NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     RUN(test_O3_ps_listing_maps_ids_aliases_sizes);
     RUN(test_O9_keep_resident_by_name_is_not_loaded_nor_attributed);
     RUN(test_O4_R28_release_only_our_stragglers_then_load);

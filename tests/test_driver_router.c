@@ -19,7 +19,7 @@
 #include "sim_step.h"
 
 /* The model the reconcile attributed to us ("" when none). */
-#define ATTR_ADD(r) ((r).result.n_attr_add ? (r).result.attr_add[0].model : "")
+#define ATTR_ADD(r) (rsd_reconcile_result_of(r)->n_attr_add ? rsd_reconcile_result_of(r)->attr_add[0].model : "")
 #include <stdarg.h>
 
 enum { LOG_MAX = 96 };
@@ -259,7 +259,6 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
 }
 
 /* ---- harness -------------------------------------------------------------- */
-static rsd_reconcile R;            /* large: never on the stack */
 static rsd_decision_cache CACHE;
 static int max_notices_seen_before_done;
 
@@ -276,23 +275,23 @@ static int drive(frouter *f, const rsd_reconcile_desc *d) {
     int guard, rc;
     f->nlog = 0;
     f->posts = f->gets = f->locks = f->commits = f->unlocks = 0;
-    rc = rsd_reconcile_begin(&R, d, NOW);
+    rc = rsd_reconcile_begin(R, d, NOW);
     if (rc < 0) return rc;
     max_notices_seen_before_done = 0;
     for (guard = 0; guard < 5000; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, NOW);
+        rsd_step s = rsd_reconcile_next(R, NOW);
         rsd_step again;
         int tr, st;
         const char *body;
         size_t len;
         switch (s.kind) {
         case RSD_STEP_HTTP:
-            again = rsd_reconcile_next(&R, NOW); /* idempotent while outstanding */
+            again = rsd_reconcile_next(R, NOW); /* idempotent while outstanding */
             CHECK(again.kind == RSD_STEP_HTTP && again.http.url == s.http.url);
             CHECK(s.http.timeout_ms >= 1);
             fr_http(f, &s.http, NOW, &tr, &st, &body, &len);
             NOW += f->latency;
-            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_feed(R, tr, st, body, len, NOW), RSD_OK);
             break;
         case RSD_STEP_WAIT:
             CHECK(s.wake_ms > NOW || s.wake_ms == NOW);
@@ -302,12 +301,12 @@ static int drive(frouter *f, const rsd_reconcile_desc *d) {
             f->locks++;
             fr_log(f, "LOCK");
             if (f->at_lock) f->at_lock(f);
-            CHECK_EQ_INT(rsd_reconcile_lock_done(&R, f->lock_held, f->gen, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_lock_done(R, f->lock_held, f->gen, NOW), RSD_OK);
             break;
         case RSD_STEP_COMMIT:
             f->commits++;
             fr_log(f, "COMMIT");
-            if (f->bump_on_commit) CHECK_EQ_INT(rsd_reconcile_commit_done(&R, ++f->gen), RSD_OK);
+            if (f->bump_on_commit) CHECK_EQ_INT(rsd_reconcile_commit_done(R, ++f->gen), RSD_OK);
             break;
         case RSD_STEP_UNLOCK:
             f->unlocks++;
@@ -320,7 +319,7 @@ static int drive(frouter *f, const rsd_reconcile_desc *d) {
             CHECK(0);
             return -999;
         }
-        if (R.n_notices > max_notices_seen_before_done) max_notices_seen_before_done = R.n_notices;
+        if (N_NOTICES > max_notices_seen_before_done) max_notices_seen_before_done = N_NOTICES;
     }
     CHECK(0); /* never finished */
     return -998;
@@ -350,14 +349,14 @@ static const char *posts_of(frouter *f) {
 }
 static int count_notices(rsd_notice_kind kind, rsd_notice_level level) {
     int i, c = 0;
-    for (i = 0; i < R.n_notices; i++)
-        if (R.notices[i].notice.kind == kind && (level == RSD_LEVEL_NONE || R.notices[i].notice.level == level)) c++;
+    for (i = 0; i < N_NOTICES; i++)
+        if (NOTICES[i].notice.kind == kind && (level == RSD_LEVEL_NONE || NOTICES[i].notice.level == level)) c++;
     return c;
 }
 static bool any_notice_has(const char *s) {
     int i;
-    for (i = 0; i < R.n_notices; i++)
-        if (strstr(R.notices[i].text, s)) return true;
+    for (i = 0; i < N_NOTICES; i++)
+        if (strstr(NOTICES[i].text, s)) return true;
     return false;
 }
 /* A fresh cache; the clock only goes on (the simulator's never goes back). */
@@ -455,8 +454,8 @@ static void test_6_2_3_scout_keep_never_evicts_coresident_coder(void) {
     desc_init(&d, "scout");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_ALREADY_RESIDENT);
 }
 
 static void test_6_2_4_coder_keep_leaves_pinned_scout(void) {
@@ -480,8 +479,8 @@ static void test_6_2_5_loads_into_free_slot_without_evicting(void) {
     fm_add(&f, "coder", RSD_MODEL_UNLOADED);
     desc_init(&d, "coder");
     /* the exact load request */
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
-    s = rsd_reconcile_next(&R, NOW);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
+    s = rsd_reconcile_next(R, NOW);
     CHECK_EQ_STR(s.http.url, "http://mini:8080/v1/models");
     CHECK_EQ_STR(s.http.method, "GET");
     CHECK(s.http.body == NULL && s.http.n_headers == 0);
@@ -489,10 +488,10 @@ static void test_6_2_5_loads_into_free_slot_without_evicting(void) {
     CHECK_EQ_STR(posts_of(&f), "/models/load coder");
     CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
-    REQUIRE(R.n_notices >= 1);
-    CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_CO_RESIDENT);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK(R.result.loaded);
+    REQUIRE(N_NOTICES >= 1);
+    CHECK_EQ_INT(NOTICES[0].notice.kind, RSD_NOTICE_CO_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(RES->loaded);
     CHECK_EQ_STR(ATTR_ADD(R), "coder");
 }
 
@@ -508,15 +507,15 @@ static void test_6_2_5_load_request_shape(void) {
     fm_add(&f, "coder", RSD_MODEL_UNLOADED);
     desc_init(&d, "coder");
     d.bearer = "sk-1";
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
     for (;;) {
-        s = rsd_reconcile_next(&R, NOW);
+        s = rsd_reconcile_next(R, NOW);
         REQUIRE(s.kind == RSD_STEP_HTTP);
         if (s.http.op == RSD_OP_LOAD) break;
         CHECK_EQ_INT(s.http.n_headers, 1);
         CHECK_EQ_STR(s.http.headers[0].value, "Bearer sk-1");
         fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
-        rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+        rsd_reconcile_feed(R, tr, st, body, len, NOW);
     }
     CHECK_EQ_STR(s.http.url, "http://mini:8080/models/load");
     CHECK_EQ_STR(s.http.method, "POST");
@@ -552,9 +551,9 @@ static void test_6_2_6_capacity_full_eviction(void) {
     protect(&d, "configured-model", RSD_ROLE_WORKER);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/unload old-scratch | /models/load new-code");
-    CHECK_EQ_INT(R.result.n_evicted, 1);
-    CHECK_EQ_STR(R.result.evicted[0].id, "old-scratch");
-    CHECK_EQ_INT(R.result.n_attr_remove, 0); /* it was not ours */
+    CHECK_EQ_INT(RES->n_evicted, 1);
+    CHECK_EQ_STR(RES->evicted[0].id, "old-scratch");
+    CHECK_EQ_INT(RES->n_attr_remove, 0); /* it was not ours */
 }
 
 /* Least recently used: the recorded last uses (desc.last_used, the state directory's)
@@ -580,7 +579,7 @@ static void test_lru_record_and_listing(void) {
     d.cache = NULL;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/unload bravo | /models/load delta");
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_EVICT_LRU);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_EVICT_LRU);
     CHECK(any_notice_has("'bravo' (least recently used)"));
     /* the listing's own figures: alpha is the oldest there */
     fresh();
@@ -614,10 +613,10 @@ static void test_lru_record_and_listing(void) {
     d.n_last_used = 0;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/unload alpha | /models/load delta");
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_EVICT_UNPROTECTED);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_EVICT_UNPROTECTED);
     CHECK(any_notice_has("'alpha' (no last use is known: first by id)"));
     d.n_last_used = -1; /* a bad count */
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, NOW), RSD_ERR_ARG);
 }
 
 /* A free reconcile (no keep, free_bytes): the least recently used models this library
@@ -643,14 +642,14 @@ static void test_free_bytes(void) {
     d.lock = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/unload bravo | /models/unload charlie");
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_FREED);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_FREE);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_FREE_BYTES);
-    CHECK(R.result.freed_bytes == 200);
-    CHECK_EQ_INT(R.result.n_evicted, 2);
-    CHECK_EQ_INT(R.result.n_attr_remove, 2);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_FREED);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_FREE);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_FREE_BYTES);
+    CHECK(RES->freed_bytes == 200);
+    CHECK_EQ_INT(RES->n_evicted, 2);
+    CHECK_EQ_INT(RES->n_attr_remove, 2);
     CHECK_EQ_INT(f.locks, 1);
-    CHECK(!R.result.cached);
+    CHECK(!RES->cached);
     CHECK(any_notice_has("unloading residency-loaded model 'bravo' (least recently used)"));
     /* nothing of ours left that is sized: declined, no mutation */
     fresh();
@@ -661,12 +660,12 @@ static void test_free_bytes(void) {
     fm_add(&f, "alpha", RSD_MODEL_LOADING); /* ours, but no size listed: its first load has no meta yet */
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "");
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_FREE_NOTHING);
-    CHECK(strstr(R.result.message, "only 0 bytes of the 150 bytes asked") != NULL);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DECLINED);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_FREE_NOTHING);
+    CHECK(strstr(RES->message, "only 0 bytes of the 150 bytes asked") != NULL);
     CHECK_EQ_INT(f.locks, 0);
     d.free_bytes = 0; /* neither a keep nor bytes */
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, NOW), RSD_ERR_ARG);
 }
 
 static void test_6_2_7_declines_when_every_slot_pinned(void) {
@@ -681,16 +680,16 @@ static void test_6_2_7_declines_when_every_slot_pinned(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.locks, 0);
-    REQUIRE(R.n_notices >= 1);
-    CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.kind, RSD_NOTICE_WILL_NOT_FIT);
-    CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.level, RSD_LEVEL_ERROR);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
+    REQUIRE(N_NOTICES >= 1);
+    CHECK_EQ_INT(NOTICES[N_NOTICES - 1].notice.kind, RSD_NOTICE_WILL_NOT_FIT);
+    CHECK_EQ_INT(NOTICES[N_NOTICES - 1].notice.level, RSD_LEVEL_ERROR);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DECLINED);
 }
 
 static void test_6_2_8_capacity1_declines_pinned_override(void) {
     frouter f;
     rsd_reconcile_desc d;
-    rsd_reconcile_notice *n;
+    const rsd_reconcile_notice *n;
     fresh();
     fr_init(&f, 1);
     fm_add(&f, "Nemo-3.5-Lightning", RSD_MODEL_LOADED);
@@ -699,8 +698,8 @@ static void test_6_2_8_capacity1_declines_pinned_override(void) {
     protect(&d, "Nemo-3.5-Lightning", RSD_ROLE_WORKER);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
-    REQUIRE(R.n_notices >= 1);
-    n = &R.notices[R.n_notices - 1];
+    REQUIRE(N_NOTICES >= 1);
+    n = &NOTICES[N_NOTICES - 1];
     CHECK(n->notice.config_protected && (n->notice.detail & RSD_DETAIL_CONFIG_PROTECTED));
     CHECK(strstr(n->text, "'Nemo-3.5-Lightning' (a worker model)") != NULL);
     /* then ensuring the worker model itself: no POSTs, no will-not-fit */
@@ -735,10 +734,10 @@ static void test_6_2_10_managed_false_observes(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.locks, 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
-    CHECK_EQ_INT(R.result.would, RSD_DECISION_LOAD_AFTER_EVICT);
-    CHECK(R.result.cached); /* R52 */
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_OBSERVE);
+    CHECK_EQ_INT(RES->would, RSD_DECISION_LOAD_AFTER_EVICT);
+    CHECK(RES->cached); /* R52 */
 }
 
 static void test_6_2_11_ttl_dedupes_repeat_ensures(void) {
@@ -752,17 +751,17 @@ static void test_6_2_11_ttl_dedupes_repeat_ensures(void) {
     NOW += 100;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.gets + f.posts, 0);
-    CHECK(R.result.cache_hit);
-    CHECK_EQ_INT(R.result.requests, 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(RES->cache_hit);
+    CHECK_EQ_INT(RES->requests, 0);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     /* a differently written base URL is the same target (W9) */
     d.base_url = "HTTP://Mini:8080/v1/";
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(R.result.cache_hit);
+    CHECK(RES->cache_hit);
     /* after the TTL: probes again */
     NOW += 60001;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(!R.result.cache_hit && f.gets == 2);
+    CHECK(!RES->cache_hit && f.gets == 2);
 }
 
 /* Upstream 6.2.12 reloaded the displaced pinned scout; on a real router whose load
@@ -789,7 +788,7 @@ static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void
     desc_init(&d, "new-code");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(fm_state("new-code"), RSD_MODEL_LOADED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     if (g_gen != RSIM_GEN_JULY) {
         /* a later router does not unload its own LRU for the second of two cold loads at
            once: ours gets "model limit reached" (#28774); the listing after it shows the
@@ -800,22 +799,22 @@ static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void
                                        "GET /v1/models");
         CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
         CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
-        REQUIRE(R.result.n_evicted == 2);
-        CHECK_EQ_STR(R.result.evicted[1].id, "other");
-        CHECK(!R.result.evicted[0].displaced && !R.result.evicted[1].displaced);
+        REQUIRE(RES->n_evicted == 2);
+        CHECK_EQ_STR(RES->evicted[1].id, "other");
+        CHECK(!RES->evicted[0].displaced && !RES->evicted[1].displaced);
         return;
     }
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
                                    "GET /v1/models | POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 2); /* old-code's eviction, scout */
-    CHECK_EQ_INT(R.notices[R.n_notices - 1].dmsg, RSD_DMSG_UNRESTORED);
+    CHECK_EQ_INT(NOTICES[N_NOTICES - 1].dmsg, RSD_DMSG_UNRESTORED);
     CHECK(any_notice_has("displaced pinned 'scout', and residency did not reload it: the server has no free slot"));
-    REQUIRE(R.result.n_evicted == 2);
-    CHECK_EQ_STR(R.result.evicted[1].id, "scout");
-    CHECK(R.result.evicted[1].displaced && !R.result.evicted[1].restored);
-    CHECK(!R.result.evicted[0].displaced);
-    CHECK_EQ_STR(R.notices[R.n_notices - 1].subject, "scout");
-    CHECK(R.notices[R.n_notices - 1].notice.detail & RSD_DETAIL_UNRESTORED);
+    REQUIRE(RES->n_evicted == 2);
+    CHECK_EQ_STR(RES->evicted[1].id, "scout");
+    CHECK(RES->evicted[1].displaced && !RES->evicted[1].restored);
+    CHECK(!RES->evicted[0].displaced);
+    CHECK_EQ_STR(NOTICES[N_NOTICES - 1].subject, "scout");
+    CHECK(NOTICES[N_NOTICES - 1].notice.detail & RSD_DETAIL_UNRESTORED);
 }
 
 /* W11: with a free slot known, the displaced pinned model is reloaded (no extra GET
@@ -836,18 +835,18 @@ static void test_w11_displaced_pinned_reloaded_into_known_free_slot(void) {
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load new-code | GET /v1/models | "
                                    "POST /models/load scout | GET /v1/models");
     CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_INFO), 1);
     CHECK(any_notice_has("displaced pinned 'scout'; reloaded it into a free slot"));
-    REQUIRE(R.result.n_evicted == 1);
-    CHECK(R.result.evicted[0].displaced && R.result.evicted[0].restored);
-    CHECK_EQ_INT(R.result.n_attr_remove, 0); /* back, so still ours */
+    REQUIRE(RES->n_evicted == 1);
+    CHECK(RES->evicted[0].displaced && RES->evicted[0].restored);
+    CHECK_EQ_INT(RES->n_attr_remove, 0); /* back, so still ours */
     /* nothing pinned gone: no pinned request at all */
     fresh();
     fm_set("new-code", RSD_MODEL_UNLOADED);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load new-code | GET /v1/models");
-    CHECK_EQ_INT(R.result.n_evicted, 0);
+    CHECK_EQ_INT(RES->n_evicted, 0);
 }
 
 /* W11: a reload into the free slot that displaces the keep anyway (a concurrent change
@@ -865,7 +864,7 @@ static void test_w11_pinned_reload_never_leaves_keep_displaced(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/load new-code | /models/load scout | /models/load new-code");
     CHECK_EQ_INT(fm_state("new-code"), RSD_MODEL_LOADED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_NONE), 0);
     /* the same when the deadline has passed: reported, not hidden (RSD_ERR_DISPLACED) */
     fresh();
@@ -876,7 +875,7 @@ static void test_w11_pinned_reload_never_leaves_keep_displaced(void) {
     d.deadline_ms = 45; /* the scout's reload wait ends at the deadline */
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_DISPLACED);
     CHECK_EQ_STR(posts_of(&f), "/models/load new-code | /models/load scout");
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
 }
 
@@ -893,9 +892,9 @@ static void test_6_2_13_does_not_manage_non_router_payloads(void) {
     desc_init(&d, "other");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_NOT_ROUTER);
     CHECK_EQ_STR(joined(&f, false), "GET /v1/models");
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
-    CHECK(!R.result.cached);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_OBSERVE);
+    CHECK(!RES->cached);
 }
 
 static void test_6_2_14_degrades_fetch_failures_silently(void) {
@@ -907,17 +906,17 @@ static void test_6_2_14_degrades_fetch_failures_silently(void) {
     f.list.fail_transport = RSD_ERR_CONNECT;
     desc_init(&d, "coder");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_CONNECT);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_PROBE_FAILED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_PROBE_FAILED);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO), 1); /* info only: nothing loud */
-    CHECK_EQ_INT(R.n_notices, 1);
+    CHECK_EQ_INT(N_NOTICES, 1);
     CHECK_EQ_INT(f.posts, 0);
     /* R41: not cached, the next call probes again */
     f.list.fail_transport = RSD_OK;
     f.list.fail_status = 503;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_HTTP_STATUS);
     CHECK_EQ_INT(f.gets, 1);
-    CHECK(strstr(R.result.message, "HTTP 503") != NULL);
+    CHECK(strstr(RES->message, "HTTP 503") != NULL);
 }
 
 /* ==== 6.3 catalog guard (#127) ============================================ */
@@ -936,8 +935,8 @@ static void test_6_3_1_never_unloads_for_unserved_keep(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(fm_state("resident"), RSD_MODEL_LOADED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
-    CHECK_EQ_INT(R.result.reason, RSD_REASON_DECLINE_NOT_LOADABLE);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DECLINED);
+    CHECK_EQ_INT(RES->reason, RSD_REASON_DECLINE_NOT_LOADABLE);
 }
 
 static void test_6_3_2_reports_why_residency_was_skipped(void) {
@@ -947,12 +946,12 @@ static void test_6_3_2_reports_why_residency_was_skipped(void) {
     setup_catalog(&f);
     desc_init(&d, "absent");
     drive(&f, &d);
-    REQUIRE(R.n_notices == 1);
-    CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_WILL_NOT_FIT);
-    CHECK_EQ_INT(R.notices[0].notice.level, RSD_LEVEL_ERROR);
-    CHECK(strstr(R.notices[0].text, "does not serve") != NULL);
-    CHECK(strstr(R.notices[0].text, "'mini'") != NULL);
-    CHECK(strstr(R.notices[0].text, "'absent'") != NULL);
+    REQUIRE(N_NOTICES == 1);
+    CHECK_EQ_INT(NOTICES[0].notice.kind, RSD_NOTICE_WILL_NOT_FIT);
+    CHECK_EQ_INT(NOTICES[0].notice.level, RSD_LEVEL_ERROR);
+    CHECK(strstr(NOTICES[0].text, "does not serve") != NULL);
+    CHECK(strstr(NOTICES[0].text, "'mini'") != NULL);
+    CHECK(strstr(NOTICES[0].text, "'absent'") != NULL);
 }
 
 static void test_6_3_3_restores_evicted_when_load_rejected_500(void) {
@@ -968,7 +967,7 @@ static void test_6_3_3_restores_evicted_when_load_rejected_500(void) {
     d.ours = own;
     d.n_ours = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
-    CHECK(strstr(R.result.message, "HTTP 500") != NULL);
+    CHECK(strstr(RES->message, "HTTP 500") != NULL);
     CHECK_EQ_INT(fm_state("resident"), RSD_MODEL_LOADED);
     CHECK(any_notice_has("restored"));
     CHECK_EQ_INT(count_notices(RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO), 1); /* ours */
@@ -976,14 +975,14 @@ static void test_6_3_3_restores_evicted_when_load_rejected_500(void) {
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_NONE), 0);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_NONE), 0);
-    CHECK(R.notices[R.n_notices - 1].notice.detail & RSD_DETAIL_RESTORED);
+    CHECK(NOTICES[N_NOTICES - 1].notice.detail & RSD_DETAIL_RESTORED);
     CHECK_EQ_STR(rsd_notice_kind_str(RSD_NOTICE_RESTORED), "restored");
     CHECK_EQ_STR(rsd_notice_kind_str(RSD_NOTICE_LOAD_FAILED), "load-failed");
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-    CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
-    CHECK_EQ_INT(R.result.n_attr_remove, 0); /* restored: still ours */
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK(RES->n_evicted == 1 && RES->evicted[0].restored);
+    CHECK_EQ_INT(RES->n_attr_remove, 0); /* restored: still ours */
     CHECK_EQ_STR(ATTR_ADD(R), "");
-    CHECK(!R.result.cached);
+    CHECK(!RES->cached);
 }
 
 static void test_6_3_4_restores_evicted_when_load_404s(void) {
@@ -1000,7 +999,7 @@ static void test_6_3_4_restores_evicted_when_load_404s(void) {
     CHECK_EQ_INT(fm_state("wanted"), RSD_MODEL_UNLOADED);
     CHECK_EQ_STR(posts_of(&f), "/models/unload resident | /models/load wanted | /models/load resident");
     /* the server's own words are quoted after the status (rsd_server_error_parse) */
-    CHECK_EQ_STR(R.result.message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found");
+    CHECK_EQ_STR(RES->message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found");
     CHECK(any_notice_has("failed: llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found"));
     CHECK(any_notice_has("failed (llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found); "
                          "restored 'resident'"));
@@ -1018,11 +1017,11 @@ static void test_rejected_load_quotes_server_error(void) {
     f.load_body = "{\"error\":{\"code\":500,\"message\":\"failed to spawn server instance\",\"type\":\"server_error\"}}";
     desc_init(&d, "wanted");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
-    CHECK_EQ_STR(R.result.message,
+    CHECK_EQ_STR(RES->message,
                  "llama.cpp router rejected http://mini:8080/models/load: HTTP 500: failed to spawn server instance");
     f.load_body = "Internal Server Error"; /* plain text: not JSON */
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
-    CHECK_EQ_STR(R.result.message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 500");
+    CHECK_EQ_STR(RES->message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 500");
     /* unload failure notice */
     fresh();
     fr_init(&f, 1);
@@ -1049,26 +1048,27 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
         "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"downloading\"}}",
         "{\"model\":42}", "[]", "{\"model\":\"coder\"", ""};
     size_t k;
+    const char *stage;
     fresh();
     fr_init(&f, 2);
     fm_alias(fm_add(&f, "coder", RSD_MODEL_UNLOADED), "c-alias");
     f.load_delay = 10000;
     desc_init(&d, "c-alias"); /* requested by its alias; events name the canonical id */
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
     for (guard = 0; guard < 100; guard++) {
-        s = rsd_reconcile_next(&R, NOW);
+        s = rsd_reconcile_next(R, NOW);
         if (s.kind != RSD_STEP_HTTP) break;
         fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
         NOW += 1;
-        CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+        CHECK_EQ_INT(rsd_reconcile_feed(R, tr, st, body, len, NOW), RSD_OK);
     }
     REQUIRE(s.kind == RSD_STEP_WAIT);
     CHECK_EQ_STR(s.wait_model, "c-alias");
     for (k = 0; k < sizeof ignored / sizeof ignored[0]; k++)
-        CHECK_EQ_INT(rsd_reconcile_event(&R, ignored[k], strlen(ignored[k]), NOW), 0);
-    CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
-    CHECK_EQ_STR(R.load_stage, ""); /* a value without a stage */
-    CHECK(R.has_load_value && R.load_value == 0.5);
+        CHECK_EQ_INT(rsd_reconcile_event(R, ignored[k], strlen(ignored[k]), NOW), 0);
+    CHECK(rsd_reconcile_next(R, NOW).kind == RSD_STEP_WAIT);
+    CHECK(rsd_reconcile_progress(R, &stage) == 0.5);
+    CHECK_EQ_STR(stage, ""); /* a value without a stage */
     { /* progress of either shape: kept, never a wake; another model's is not ours */
         static const struct { const char *ev, *stage; double v; } pr[] = {
             {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
@@ -1087,19 +1087,19 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
             {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
              "{\"stage\":\"a_stage_name_far_longer_than_thirty_two_bytes\",\"value\":\"x\"}}}", "text_model", 0.0}};
         for (k = 0; k < sizeof pr / sizeof pr[0]; k++) {
-            CHECK_EQ_INT(rsd_reconcile_event(&R, pr[k].ev, strlen(pr[k].ev), NOW), 0);
-            CHECK_EQ_STR(R.load_stage, pr[k].stage);
-            CHECK(R.has_load_value && R.load_value == pr[k].v);
+            CHECK_EQ_INT(rsd_reconcile_event(R, pr[k].ev, strlen(pr[k].ev), NOW), 0);
+            CHECK(rsd_reconcile_progress(R, &stage) == pr[k].v);
+            CHECK_EQ_STR(stage, pr[k].stage);
         }
-        CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
+        CHECK(rsd_reconcile_next(R, NOW).kind == RSD_STEP_WAIT);
     }
     {
         const char *ev = "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":"
                          "{\"status\":\"unloaded\",\"exit_code\":1}}";
-        CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW), 1);
-        CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW + 5), 1); /* already due: still ends it */
+        CHECK_EQ_INT(rsd_reconcile_event(R, ev, strlen(ev), NOW), 1);
+        CHECK_EQ_INT(rsd_reconcile_event(R, ev, strlen(ev), NOW + 5), 1); /* already due: still ends it */
     }
-    s = rsd_reconcile_next(&R, NOW); /* polls now, not at the old wake time */
+    s = rsd_reconcile_next(R, NOW); /* polls now, not at the old wake time */
     CHECK_EQ_INT(s.kind, RSD_STEP_HTTP);
     CHECK_EQ_INT(s.http.op, RSD_OP_LIST);
 }
@@ -1121,13 +1121,13 @@ static void test_downloading_keep_waits_before_evicting(void) {
     desc_init(&d, "big");
     d.lock = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(fm_state("big"), RSD_MODEL_LOADED);
     CHECK_EQ_STR(posts_of(&f), "/models/unload old | /models/load big");
     /* the unload came after the download ended (the log: GETs first, then the lock) */
     CHECK(strstr(joined(&f, false), "GET /v1/models | LOCK") != NULL);
     CHECK(f.locks == 1 && f.unlocks == 1);
-    CHECK(R.result.loaded);
+    CHECK(RES->loaded);
     CHECK_EQ_STR(ATTR_ADD(R), "big");
 }
 
@@ -1147,7 +1147,7 @@ static void test_load_answer_downloading_keeps_waiting_then_loads(void) {
     f.before_load = download_starts;
     desc_init(&d, "big");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_STR(posts_of(&f), "/models/load big | /models/load big");
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_NONE), 0);
 }
@@ -1163,8 +1163,8 @@ static void test_child_download_during_load_is_waited_for(void) {
     f.load_delay = 50;
     desc_init(&d, "hf-model");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.error, RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->error, RSD_OK);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(f.posts, 1);
     CHECK_EQ_INT(fm_state("hf-model"), RSD_MODEL_LOADED);
 }
@@ -1181,12 +1181,12 @@ static void test_downloading_past_deadline_times_out_without_evicting(void) {
     desc_init(&d, "big");
     d.deadline_ms = 5000;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-    CHECK_EQ_STR(R.result.message, "timed out waiting for 'big' to load (still downloading)");
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK_EQ_STR(RES->message, "timed out waiting for 'big' to load (still downloading)");
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(fm_state("old"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
-    CHECK(!R.result.cached);
+    CHECK(!RES->cached);
 }
 
 static void test_6_3_5_evicts_and_loads_when_keep_in_catalog(void) {
@@ -1217,7 +1217,7 @@ static void test_6_4_2_never_reloads_sleeping_keep(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(fm_state("nap"), RSD_MODEL_SLEEPING);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
 }
 
 static void test_6_4_3_does_not_evict_sleeping_keep_capacity1(void) {
@@ -1282,7 +1282,7 @@ static void test_L27_free_slot(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, false),
                  "GET /v1/models | GET /props | LOCK | POST /models/load coder | GET /v1/models | COMMIT | UNLOCK");
-    CHECK(R.result.cached);
+    CHECK(RES->cached);
     /* cached under the bumped generation: the next ensure makes no request */
     d.generation = f.gen;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -1308,7 +1308,7 @@ static void test_L28_full_router(void) {
                                    "GET /v1/models | POST /models/load new-code | GET /v1/models");
     /* upstream L28 + one GET for its pinned pass (W11) + one GET that sees the victim
        listed unloaded before the load (a July router counts a stopping model: wire.md 6.1) */
-    CHECK_EQ_INT(R.result.requests, 6);
+    CHECK_EQ_INT(RES->requests, 6);
 }
 
 /* ==== W fixes ============================================================== */
@@ -1338,8 +1338,8 @@ static void test_W1_redecides_under_lock_when_listing_changed(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     /* the other process loaded the keep meanwhile: nothing to do */
     CHECK_EQ_STR(joined(&f, false), "GET /v1/models | GET /props | LOCK | GET /v1/models | UNLOCK");
-    CHECK(R.result.redecided);
-    CHECK_EQ_INT(R.result.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK(RES->redecided);
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_ALREADY_RESIDENT);
     CHECK_EQ_INT(f.posts, 0);
     /* a different victim after the change: the fresh plan's victim is unloaded */
     fresh();
@@ -1351,9 +1351,9 @@ static void test_W1_redecides_under_lock_when_listing_changed(void) {
     f.at_lock = other_process_loads_x;
     d.has_generation = false; /* no generation known: always re-list */
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(R.result.redecided);
+    CHECK(RES->redecided);
     CHECK(strstr(posts_of(&f), "unload old") == NULL);
-    CHECK_EQ_INT(R.result.n_evicted, 2); /* x, y, z hold 3 slots of 2: two must go */
+    CHECK_EQ_INT(RES->n_evicted, 2); /* x, y, z hold 3 slots of 2: two must go */
     CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
 }
 
@@ -1369,10 +1369,10 @@ static void test_W5_one_overall_deadline(void) {
     d.deadline_ms = 5000;
     t0 = NOW;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-    CHECK(strstr(R.result.message, "timed out waiting for 'slow' to load") != NULL);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK(strstr(RES->message, "timed out waiting for 'slow' to load") != NULL);
     CHECK(NOW - t0 <= 5000 + 2 * f.latency);
-    CHECK(R.result.elapsed_ms <= 5000 + 2 * f.latency);
+    CHECK(RES->elapsed_ms <= 5000 + 2 * f.latency);
     /* a lock granted after the deadline: nothing is mutated */
     fresh();
     fm_set("slow", RSD_MODEL_UNLOADED);
@@ -1381,26 +1381,26 @@ static void test_W5_one_overall_deadline(void) {
     f.at_lock = NULL;
     f.posts = 0;
     t0 = NOW;
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
     {
         int guard;
         for (guard = 0; guard < 100; guard++) {
-            rsd_step s = rsd_reconcile_next(&R, NOW);
+            rsd_step s = rsd_reconcile_next(R, NOW);
             int tr, st;
             const char *body;
             size_t len;
             if (s.kind == RSD_STEP_DONE) break;
             if (s.kind == RSD_STEP_HTTP) {
                 fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
-                rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+                rsd_reconcile_feed(R, tr, st, body, len, NOW);
             } else if (s.kind == RSD_STEP_LOCK) {
                 CHECK_EQ_INT(s.deadline_ms, t0 + 5000);
                 NOW += 6000;
-                rsd_reconcile_lock_done(&R, true, 0, NOW);
+                rsd_reconcile_lock_done(R, true, 0, NOW);
             }
         }
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
-        CHECK_EQ_INT(R.result.error, RSD_ERR_TIMEOUT);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
+        CHECK_EQ_INT(RES->error, RSD_ERR_TIMEOUT);
         CHECK_EQ_INT(f.posts, 0);
     }
 }
@@ -1416,7 +1416,7 @@ static void test_W7_transient_poll_errors_retried_and_fast_poll(void) {
     f.list.poll_fail_left = 2; /* connection refused twice while it loads */
     desc_init(&d, "m");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     ready = fm_model("m")->loaded_at_ms;
     /* DONE within one poll interval of the model becoming ready */
     CHECK(NOW >= ready);
@@ -1442,9 +1442,9 @@ static void test_W7_poll_intervals_double_from_20_to_500(void) {
     f.load_delay = 2000;
     f.latency = 0;
     desc_init(&d, "m");
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
     for (guard = 0; guard < 200; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, NOW);
+        rsd_step s = rsd_reconcile_next(R, NOW);
         int tr, st;
         const char *body;
         size_t len;
@@ -1454,7 +1454,7 @@ static void test_W7_poll_intervals_double_from_20_to_500(void) {
             if (s.http.op == RSD_OP_LIST && last && ng < 16) gaps[ng++] = NOW - last;
             if (s.http.op == RSD_OP_LIST || s.http.op == RSD_OP_LOAD) last = NOW;
             fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
-            rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+            rsd_reconcile_feed(R, tr, st, body, len, NOW);
         }
     }
     REQUIRE(ng >= 7);
@@ -1465,7 +1465,7 @@ static void test_W7_poll_intervals_double_from_20_to_500(void) {
     CHECK_EQ_INT(gaps[4], 320);
     CHECK_EQ_INT(gaps[5], 500);
     CHECK_EQ_INT(gaps[6], 500);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
 }
 
 static void test_W9_no_cache_after_failed_unload(void) {
@@ -1479,13 +1479,13 @@ static void test_W9_no_cache_after_failed_unload(void) {
     f.unload_status = 500;
     desc_init(&d, "coder");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(R.result.unload_failed);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK(!R.result.cached);
+    CHECK(RES->unload_failed);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(!RES->cached);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING), 1);
     NOW += 10;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(!R.result.cache_hit && f.gets >= 1); /* probed again: self-heals (R48) */
+    CHECK(!RES->cache_hit && f.gets >= 1); /* probed again: self-heals (R48) */
 }
 
 static void test_W19_observe_never_mutates(void) {
@@ -1505,8 +1505,8 @@ static void test_W19_observe_never_mutates(void) {
             CHECK_EQ_INT(drive(&f, &d), RSD_OK);
             CHECK_EQ_INT(f.posts, 0);
             CHECK_EQ_INT(f.locks, 0);
-            CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
-            CHECK(!R.result.mutated && R.result.n_evicted == 0);
+            CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
+            CHECK(!RES->mutated && RES->n_evicted == 0);
         }
 }
 
@@ -1523,11 +1523,11 @@ static void test_already_running_400_means_resident(void) {
     f.before_load = other_client_loads; /* another client loads it just before our POST lands */
     desc_init(&d, "m");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK(!R.result.loaded);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(!RES->loaded);
     CHECK_EQ_STR(ATTR_ADD(R), ""); /* not ours: we did not cause the load */
     CHECK_EQ_INT(fm_state("m"), RSD_MODEL_LOADED);
-    CHECK(R.result.cached);
+    CHECK(RES->cached);
 }
 
 static void test_model_limit_500_relists_and_evicts_one_more(void) {
@@ -1547,8 +1547,8 @@ static void test_model_limit_500_relists_and_evicts_one_more(void) {
     /* one evicted up front; the router still says full and the listing after it shows
        no room known and nothing loading: evict another, load again */
     CHECK_EQ_STR(posts_of(&f), "/models/unload a | /models/load coder | /models/unload b | /models/load coder");
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(R.result.n_evicted, 2);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->n_evicted, 2);
     CHECK_EQ_INT(f.locks, 1);
     CHECK_EQ_INT(f.unlocks, 1);
 }
@@ -1564,11 +1564,11 @@ static void test_model_limit_500_nothing_evictable_fails_cleanly(void) {
     f.load_limit_left = 5;
     desc_init(&d, "coder");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_MODEL_LIMIT);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-    CHECK(strstr(R.result.message, "model limit reached") != NULL);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK(strstr(RES->message, "model limit reached") != NULL);
     CHECK_EQ_INT(fm_state("p1"), RSD_MODEL_LOADED);
-    CHECK(!R.result.cached);
-    CHECK(R.result.requests <= 2 + RSD_RECONCILE_LOAD_ATTEMPTS * 2);
+    CHECK(!RES->cached);
+    CHECK(RES->requests <= 2 + RSD_RECONCILE_LOAD_ATTEMPTS * 2);
 }
 
 /* ==== transient load refusals (wire.md 7), on both router generations ===========
@@ -1593,8 +1593,8 @@ static void test_cold_load_limit_retries_with_backoff(void) {
         t0 = NOW;
         CHECK_EQ_INT(drive(&f, &d), RSD_OK);
         CHECK_EQ_STR(posts_of(&f), "/models/load coder | /models/load coder | /models/load coder | /models/load coder");
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-        CHECK_EQ_INT(R.result.n_evicted, 0);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(RES->n_evicted, 0);
         CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
         CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
         CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
@@ -1619,11 +1619,11 @@ static void test_cold_load_limit_until_deadline_times_out(void) {
         desc_init(&d, "coder");
         d.deadline_ms = 3000;
         CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-        CHECK(strstr(R.result.message, "the server still refused to load it at the deadline") != NULL);
-        CHECK(strstr(R.result.message, "model limit reached") != NULL);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+        CHECK(strstr(RES->message, "the server still refused to load it at the deadline") != NULL);
+        CHECK(strstr(RES->message, "model limit reached") != NULL);
         CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
-        CHECK_EQ_INT(R.result.n_evicted, 0);
+        CHECK_EQ_INT(RES->n_evicted, 0);
         CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
         CHECK(f.posts >= 5 && f.posts <= 12); /* 50, 100, 200, 400, then every 500 ms */
     }
@@ -1652,7 +1652,7 @@ static void test_refusals_do_not_use_up_load_attempts(void) {
     desc_init(&d, "coder");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(g_loads_seen, 5); /* 3 refused, 1 "downloading", 1 after the download */
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
 }
 
@@ -1676,9 +1676,9 @@ static void test_proxy_error_after_eviction_retries_without_restore(void) {
         CHECK_EQ_STR(posts_of(&f), gen == RSIM_GEN_JULY
                                    ? "/models/unload a | /models/load coder | /models/load coder | /models/load coder"
                                    : "/models/unload a | /models/load coder | /models/load coder");
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-        CHECK_EQ_INT(R.result.n_evicted, 1);
-        CHECK(!R.result.evicted[0].restored);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(RES->n_evicted, 1);
+        CHECK(!RES->evicted[0].restored);
         CHECK_EQ_INT(fm_state("a"), RSD_MODEL_UNLOADED);
         CHECK_EQ_INT(fm_state("b"), RSD_MODEL_LOADED);
         CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
@@ -1698,7 +1698,7 @@ static void test_failed_true_exit_code_ends_wait(void) {
     desc_init(&d, "broken");
     t0 = NOW;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_FAILED);
-    CHECK(strstr(R.result.message, "llama.cpp router reports 'broken' failed to load (exit code 1)") != NULL);
+    CHECK(strstr(RES->message, "llama.cpp router reports 'broken' failed to load (exit code 1)") != NULL);
     CHECK(NOW - t0 < 100); /* ended at once, not at the deadline */
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
     CHECK_EQ_STR(ATTR_ADD(R), "");
@@ -1717,8 +1717,8 @@ static void test_keep_loading_waits_read_only_without_lock(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.locks, 0); /* L25 */
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK(!R.result.mutated && ATTR_ADD(R)[0] == '\0');
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(!RES->mutated && ATTR_ADD(R)[0] == '\0');
 }
 
 static void test_lock_not_held_warns_and_proceeds(void) {
@@ -1750,12 +1750,12 @@ static void test_attribution_add_and_remove(void) {
     d.n_ours = 2;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(ATTR_ADD(R), "new");
-    REQUIRE(R.result.n_attr_remove == 1);
-    CHECK_EQ_STR(R.result.attr_remove[0].model, "old-alias"); /* W10: the alias is the same model */
+    REQUIRE(RES->n_attr_remove == 1);
+    CHECK_EQ_STR(RES->attr_remove[0].model, "old-alias"); /* W10: the alias is the same model */
     CHECK_EQ_INT(f.commits, 1);
-    REQUIRE(R.n_notices >= 1);
-    CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_ABOUT_TO_EVICT); /* ours via the alias */
-    CHECK_EQ_STR(R.notices[0].subject, "old");
+    REQUIRE(N_NOTICES >= 1);
+    CHECK_EQ_INT(NOTICES[0].notice.kind, RSD_NOTICE_ABOUT_TO_EVICT); /* ours via the alias */
+    CHECK_EQ_STR(NOTICES[0].subject, "old");
 }
 
 static void test_hostile_payloads_degrade_to_observe(void) {
@@ -1786,12 +1786,12 @@ static void test_hostile_payloads_degrade_to_observe(void) {
         desc_init(&d, "new-code");
         d.lock = true;
         CHECK(drive(&f, &d) < 0);
-        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
-        CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
+        CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
+        CHECK_EQ_INT(RES->decision, RSD_DECISION_OBSERVE);
         CHECK_EQ_INT(f.posts, 0);
         CHECK_EQ_INT(f.locks, 0);
         CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO), 1);
-        CHECK(!R.result.cached);
+        CHECK(!RES->cached);
     }
     /* 65 residents: over RSD_MAX_RESIDENTS: degrade, do not act */
     n = (size_t)snprintf(huge, sizeof huge, "{\"data\":[");
@@ -1823,14 +1823,14 @@ static void test_determinism_same_inputs_same_steps(void) {
         drive(&f, &d);
         if (k == 0) {
             snprintf(log1, sizeof log1, "%s", joined(&f, false));
-            r1 = R.result;
-            memcpy(n1, R.notices, sizeof n1);
-            n = R.n_notices;
+            r1 = *RES;
+            memcpy(n1, NOTICES, sizeof n1);
+            n = N_NOTICES;
         } else {
             CHECK_EQ_STR(joined(&f, false), log1);
-            CHECK(memcmp(&r1, &R.result, sizeof r1) == 0);
-            CHECK_EQ_INT(R.n_notices, n);
-            CHECK(memcmp(n1, R.notices, sizeof n1[0] * (size_t)n) == 0);
+            CHECK(memcmp(&r1, (RES), sizeof r1) == 0);
+            CHECK_EQ_INT(N_NOTICES, n);
+            CHECK(memcmp(n1, NOTICES, sizeof n1[0] * (size_t)n) == 0);
         }
     }
 }
@@ -1843,24 +1843,24 @@ static void test_notices_readable_while_running(void) {
     f.load_delay = 400;
     desc_init(&d, "new-code");
     protect(&d, "configured-model", RSD_ROLE_WORKER);
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
     {
         int guard, seen_at_unload = -1;
         for (guard = 0; guard < 200; guard++) {
-            rsd_step s = rsd_reconcile_next(&R, NOW);
+            rsd_step s = rsd_reconcile_next(R, NOW);
             int tr, st;
             const char *body;
             size_t len;
             if (s.kind == RSD_STEP_DONE) break;
             if (s.kind == RSD_STEP_WAIT) { NOW = s.wake_ms; continue; }
             if (s.kind != RSD_STEP_HTTP) continue;
-            if (s.http.op == RSD_OP_UNLOAD) seen_at_unload = R.n_notices;
+            if (s.http.op == RSD_OP_UNLOAD) seen_at_unload = N_NOTICES;
             fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
-            rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+            rsd_reconcile_feed(R, tr, st, body, len, NOW);
         }
         CHECK(seen_at_unload >= 1); /* the swap notice was there before the unload went out */
-        CHECK(strstr(R.notices[0].text, "swapping resident 'old-scratch'") != NULL);
-        CHECK_EQ_STR(R.notices[0].subject, "old-scratch");
+        CHECK(strstr(NOTICES[0].text, "swapping resident 'old-scratch'") != NULL);
+        CHECK_EQ_STR(NOTICES[0].subject, "old-scratch");
     }
 }
 
@@ -1890,8 +1890,8 @@ static void test_framework_jit_runtime_uses_fallback_one_at_a_time(void) {
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | POST /models/load coder | GET /v1/models | "
                                    "POST /models/unload a | POST /models/load coder | GET /v1/models");
     CHECK_EQ_INT(fm_state("cfg"), RSD_MODEL_LOADED);
-    CHECK_EQ_STR(R.key, "jit|http://mini:8080"); /* the root: one key for both spellings */
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_STR(rsd_reconcile_key(R), "jit|http://mini:8080"); /* the root: one key for both spellings */
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
 }
 
 static void test_begin_rejects_bad_desc(void) {
@@ -1899,26 +1899,26 @@ static void test_begin_rejects_bad_desc(void) {
     rsd_step s;
     desc_init(&d, "m");
     d.bearer = "bad\r\nX-Evil: 1";
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
-    s = rsd_reconcile_next(&R, 0);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_ARG);
+    s = rsd_reconcile_next(R, 0);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
     CHECK_EQ_INT(s.result, RSD_ERR_ARG);
     desc_init(&d, "");
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_MODEL_ID);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_MODEL_ID);
     desc_init(&d, "m");
     d.base_url = "http://x/v1?q=1";
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_URL);
     d.base_url = "/";
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_URL);
     CHECK_EQ_INT(rsd_reconcile_begin(NULL, &d, 0), RSD_ERR_ARG);
-    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_OK, 200, "", 0, 0), RSD_ERR_STATE);
-    CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, 0, 0), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_reconcile_feed(R, RSD_OK, 200, "", 0, 0), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_reconcile_lock_done(R, true, 0, 0), RSD_ERR_STATE);
     /* key and URLs of a base without /v1 */
     desc_init(&d, "m");
     d.base_url = "http://Mini:8080/";
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_OK);
-    CHECK_EQ_STR(R.key, "llamacpp|http://mini:8080");
-    s = rsd_reconcile_next(&R, 0);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_OK);
+    CHECK_EQ_STR(rsd_reconcile_key(R), "llamacpp|http://mini:8080");
+    s = rsd_reconcile_next(R, 0);
     CHECK_EQ_STR(s.http.url, "http://Mini:8080/v1/models");
     CHECK_EQ_STR(rsd_outcome_str(RSD_OUTCOME_LOAD_FAILED), "load-failed");
     CHECK_EQ_STR(rsd_step_kind_str(99), "unknown");
@@ -1949,10 +1949,10 @@ static void test_july_swap_waits_until_the_victim_is_unloaded(void) {
     CHECK_EQ_INT(fm_unloads("a"), 0); /* never unloaded, not even for a moment */
     CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(fm_state("c"), RSD_MODEL_LOADED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    REQUIRE(R.result.n_evicted == 1);
-    CHECK_EQ_STR(R.result.evicted[0].id, "b");
-    CHECK(!R.result.evicted[0].displaced);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
+    REQUIRE(RES->n_evicted == 1);
+    CHECK_EQ_STR(RES->evicted[0].id, "b");
+    CHECK(!RES->evicted[0].displaced);
     CHECK_EQ_STR(posts_of(&f), "/models/unload b | /models/load c");
     CHECK_EQ_INT(fm_unloads("b"), 1);
     CHECK(strstr(joined(&f, true), "POST /models/unload b | GET /v1/models | GET /v1/models") != NULL);
@@ -1972,7 +1972,7 @@ static void test_july_victim_that_never_stops_times_out_before_the_load(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(fm_unloads("a"), 0);
     CHECK(strstr(posts_of(&f), "/models/load c") == NULL);
-    CHECK(strstr(R.result.message, "timed out waiting for 'b' to unload") != NULL);
+    CHECK(strstr(RES->message, "timed out waiting for 'b' to unload") != NULL);
 }
 
 /* A failed load on a router that displaced a caller-protected model: it is found in
@@ -1990,12 +1990,12 @@ static void test_failed_load_restores_displaced_protected_model(void) {
     desc_init(&d, "broken");
     protect(&d, "p", RSD_ROLE_CHAT);
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_FAILED);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
-    REQUIRE(R.result.n_evicted == 2);
-    CHECK_EQ_STR(R.result.evicted[0].id, "v");
-    CHECK(!R.result.evicted[0].displaced && R.result.evicted[0].restored);
-    CHECK_EQ_STR(R.result.evicted[1].id, "p");
-    CHECK(R.result.evicted[1].displaced && R.result.evicted[1].restored);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    REQUIRE(RES->n_evicted == 2);
+    CHECK_EQ_STR(RES->evicted[0].id, "v");
+    CHECK(!RES->evicted[0].displaced && RES->evicted[0].restored);
+    CHECK_EQ_STR(RES->evicted[1].id, "p");
+    CHECK(RES->evicted[1].displaced && RES->evicted[1].restored);
     CHECK_EQ_INT(fm_state("p"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(fm_state("v"), RSD_MODEL_LOADED);
     CHECK(any_notice_has("restored 'v' so the target keeps serving"));
@@ -2018,8 +2018,8 @@ static void test_rejected_load_lists_once_for_displaced_protected(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload v | GET /v1/models | "
                                    "POST /models/load k | GET /v1/models | POST /models/load v | GET /v1/models");
-    REQUIRE(R.result.n_evicted == 1);
-    CHECK(R.result.evicted[0].restored);
+    REQUIRE(RES->n_evicted == 1);
+    CHECK(RES->evicted[0].restored);
     /* without protected residents, no such GET */
     fresh();
     fr_init(&f, 2);
@@ -2051,9 +2051,9 @@ static void test_displaced_caller_protected_model_reloaded(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(fm_state("p"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(fm_state("k"), RSD_MODEL_LOADED);
-    REQUIRE(R.result.n_evicted == 2);
-    CHECK_EQ_STR(R.result.evicted[1].id, "p");
-    CHECK(R.result.evicted[1].displaced && R.result.evicted[1].restored);
+    REQUIRE(RES->n_evicted == 2);
+    CHECK_EQ_STR(RES->evicted[1].id, "p");
+    CHECK(RES->evicted[1].displaced && RES->evicted[1].restored);
     CHECK(any_notice_has("loading 'k' on 'mini' displaced protected 'p'; reloaded it into a free slot."));
 }
 
@@ -2074,7 +2074,7 @@ static void test_stale_failed_flag_is_not_a_failed_load(void) {
     f.load_delay = 50;
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(fm_state("k"), RSD_MODEL_LOADED);
     /* a failure that stays as it was listed counts once the grace is over */
     fresh();
@@ -2085,7 +2085,7 @@ static void test_stale_failed_flag_is_not_a_failed_load(void) {
     f.queue_ms = 1000000;
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_FAILED);
-    CHECK(R.result.elapsed_ms >= (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS);
+    CHECK(RES->elapsed_ms >= (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS);
     /* a /models/sse event for the model makes the next failed:true news at once */
     fresh();
     fr_init(&f, 2);
@@ -2095,29 +2095,29 @@ static void test_stale_failed_flag_is_not_a_failed_load(void) {
     k->broken = true;
     f.load_delay = 5;
     desc_init(&d, "k");
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
     {
         int guard;
         for (guard = 0; guard < 200; guard++) {
-            rsd_step s = rsd_reconcile_next(&R, NOW);
+            rsd_step s = rsd_reconcile_next(R, NOW);
             int tr, st;
             const char *body;
             size_t len;
             if (s.kind == RSD_STEP_DONE) break;
             if (s.kind == RSD_STEP_WAIT) {
                 const char *ev = "{\"model\":\"k\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\"}}";
-                (void)rsd_reconcile_event(&R, ev, strlen(ev), NOW);
+                (void)rsd_reconcile_event(R, ev, strlen(ev), NOW);
                 NOW = s.wake_ms;
                 continue;
             }
             if (s.kind != RSD_STEP_HTTP) continue; /* COMMIT: done when next() is called again */
             fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
             NOW += 1;
-            rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+            rsd_reconcile_feed(R, tr, st, body, len, NOW);
         }
     }
-    CHECK_EQ_INT(R.result.error, RSD_ERR_LOAD_FAILED);
-    CHECK(R.result.elapsed_ms < 1000);
+    CHECK_EQ_INT(RES->error, RSD_ERR_LOAD_FAILED);
+    CHECK(RES->elapsed_ms < 1000);
 }
 
 /* A listing or props probe that times out is sent again with twice the timeout while
@@ -2129,13 +2129,13 @@ static void test_probe_timeout_retried_within_the_deadline(void) {
     fresh();
     setup_scout_coder(&f);
     desc_init(&d, "coder");
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
-    s = rsd_reconcile_next(&R, NOW);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
+    s = rsd_reconcile_next(R, NOW);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
     CHECK_EQ_INT(s.http.timeout_ms, RSD_RECONCILE_PROBE_TIMEOUT_MS);
     NOW += s.http.timeout_ms;
-    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
-    s = rsd_reconcile_next(&R, NOW);
+    CHECK_EQ_INT(rsd_reconcile_feed(R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
+    s = rsd_reconcile_next(R, NOW);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
     CHECK_EQ_INT(s.http.timeout_ms, 2 * RSD_RECONCILE_PROBE_TIMEOUT_MS);
     {
@@ -2143,27 +2143,27 @@ static void test_probe_timeout_retried_within_the_deadline(void) {
         const char *body;
         size_t len;
         fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
-        CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+        CHECK_EQ_INT(rsd_reconcile_feed(R, tr, st, body, len, NOW), RSD_OK);
     }
-    s = rsd_reconcile_next(&R, NOW);
+    s = rsd_reconcile_next(R, NOW);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_CAPACITY);
     CHECK_EQ_INT(s.http.timeout_ms, RSD_RECONCILE_PROBE_TIMEOUT_MS); /* answered: back to normal */
     NOW += s.http.timeout_ms;
-    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
-    s = rsd_reconcile_next(&R, NOW);
+    CHECK_EQ_INT(rsd_reconcile_feed(R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
+    s = rsd_reconcile_next(R, NOW);
     CHECK(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_CAPACITY);
     /* with no time left it degrades as before */
     fresh();
     desc_init(&d, "coder");
     d.deadline_ms = 1000;
-    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
-    s = rsd_reconcile_next(&R, NOW);
+    REQUIRE(rsd_reconcile_begin(R, &d, NOW) == RSD_OK);
+    s = rsd_reconcile_next(R, NOW);
     CHECK_EQ_INT(s.http.timeout_ms, 1000);
     NOW += 1000;
-    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
-    s = rsd_reconcile_next(&R, NOW);
+    CHECK_EQ_INT(rsd_reconcile_feed(R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
+    s = rsd_reconcile_next(R, NOW);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
 }
 
 /* The server's preset decides the context; more than it runs with gets a notice. */
@@ -2177,12 +2177,12 @@ static void test_context_above_what_the_model_runs_with_gets_a_notice(void) {
     desc_init(&d, "k");
     d.context_length = 4096;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    for (i = 0; i < R.n_notices; i++)
-        if (R.notices[i].dmsg == RSD_DMSG_CONTEXT) {
+    for (i = 0; i < N_NOTICES; i++)
+        if (NOTICES[i].dmsg == RSD_DMSG_CONTEXT) {
             hits++;
-            CHECK_EQ_INT(R.notices[i].notice.kind, RSD_NOTICE_STRESS);
-            CHECK_EQ_INT(R.notices[i].notice.level, RSD_LEVEL_WARNING);
-            CHECK_EQ_STR(R.notices[i].subject, "k");
+            CHECK_EQ_INT(NOTICES[i].notice.kind, RSD_NOTICE_STRESS);
+            CHECK_EQ_INT(NOTICES[i].notice.level, RSD_LEVEL_WARNING);
+            CHECK_EQ_STR(NOTICES[i].subject, "k");
         }
     CHECK_EQ_INT(hits, 1);
     CHECK(any_notice_has("runs with a context of 256 tokens, less than the 4096 requested"));
@@ -2213,7 +2213,7 @@ int main(int argc, char **argv) {
         rsd_reconcile_limits lim;
         memset(&lim, 0, sizeof lim);
         lim.max_models = 2 * RSD_MAX_RESIDENTS;
-        if (rsd_reconcile_init(&R, &lim) != RSD_OK) return 1;
+        if (rc_new(&lim) != RSD_OK) return 1;
     }
     for (g_gen = 0; g_gen < RSIM_GEN_NUM; g_gen++) { /* every test on both router generations */
         RUN(test_july_swap_waits_until_the_victim_is_unloaded);

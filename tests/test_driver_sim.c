@@ -10,27 +10,26 @@
 #include "rsd_test.h"
 #include "sim_step.h"
 
-static rsd_reconcile R;
 static rsd_decision_cache CACHE;
 
 static int drive(const rsd_reconcile_desc *d) {
     int guard;
-    if (rsd_reconcile_begin(&R, d, NOW) < 0) return R.result.error;
+    if (rsd_reconcile_begin(R, d, NOW) < 0) return RES->error;
     for (guard = 0; guard < 10000; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, NOW);
+        rsd_step s = rsd_reconcile_next(R, NOW);
         int tr = RSD_OK, st = 0;
         size_t len = 0;
         switch (s.kind) {
         case RSD_STEP_HTTP:
             sim_http(&s.http, &tr, &st, &len);
-            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, RB, len, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_feed(R, tr, st, RB, len, NOW), RSD_OK);
             break;
         case RSD_STEP_WAIT:
             NOW = s.wake_ms;
             rsim_tick(&S, NOW);
             break;
         case RSD_STEP_LOCK:
-            rsd_reconcile_lock_done(&R, true, 0, NOW);
+            rsd_reconcile_lock_done(R, true, 0, NOW);
             break;
         case RSD_STEP_DONE:
             return s.result;
@@ -81,7 +80,7 @@ static void test_sim_full_router_evicts_one_and_loads(void) {
     desc(&d, "c");
     t0 = NOW;
     CHECK_EQ_INT(drive(&d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(state_of("c"), RSIM_LOADED);
     CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/unload", NULL, 0), 1);
     CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/load", "c", 200), 1);
@@ -92,7 +91,7 @@ static void test_sim_full_router_evicts_one_and_loads(void) {
     {
         uint32_t before = S.log_total;
         CHECK_EQ_INT(drive(&d), RSD_OK);
-        CHECK(R.result.cache_hit);
+        CHECK(RES->cache_hit);
         CHECK_EQ_INT(S.log_total, before);
     }
 }
@@ -133,10 +132,10 @@ static void test_sim_failed_load_restores_evicted(void) {
     sim_router(1, m, 2);
     desc(&d, "broken");
     CHECK_EQ_INT(drive(&d), RSD_ERR_LOAD_FAILED);
-    CHECK(strstr(R.result.message, "failed to load (exit code 1)") != NULL);
+    CHECK(strstr(RES->message, "failed to load (exit code 1)") != NULL);
     CHECK_EQ_INT(state_of("a"), RSIM_LOADED); /* restored */
-    CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
-    CHECK(!R.result.cached);
+    CHECK(RES->n_evicted == 1 && RES->evicted[0].restored);
+    CHECK(!RES->cached);
 }
 
 static void test_sim_sleeping_keep_is_not_reloaded(void) {
@@ -150,7 +149,7 @@ static void test_sim_sleeping_keep_is_not_reloaded(void) {
     desc(&d, "nap");
     CHECK_EQ_INT(drive(&d), RSD_OK);
     CHECK_EQ_INT(rsim_log_count(&S, "POST", NULL, NULL, 0), 0);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
 }
 
 static void test_sim_api_key(void) {
@@ -161,7 +160,7 @@ static void test_sim_api_key(void) {
     S.o.nkeys = 1;
     desc(&d, "a");
     CHECK_EQ_INT(drive(&d), RSD_ERR_HTTP_STATUS); /* 401 without the key: observe only */
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_DEGRADED);
     d.bearer = "sekrit";
     CHECK_EQ_INT(drive(&d), RSD_OK);
     CHECK_EQ_INT(state_of("a"), RSIM_LOADED);
@@ -188,7 +187,7 @@ static void test_sim_other_client_evicts_after_listing(void) {
     snprintf(S.o.evict_after_list, sizeof S.o.evict_after_list, "b");
     desc(&d, "c");
     CHECK_EQ_INT(drive(&d), RSD_OK); /* W1: re-listed under the lock, b was gone: no eviction needed */
-    CHECK(R.result.redecided);
+    CHECK(RES->redecided);
     CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/unload", NULL, 0), 0);
     CHECK_EQ_INT(state_of("a"), RSIM_LOADED);
     CHECK_EQ_INT(state_of("c"), RSIM_LOADED);
@@ -203,7 +202,7 @@ static void test_sim_downloading_keep_is_waited_for(void) {
     REQUIRE(state_of("big") == RSIM_DOWNLOADING);
     desc(&d, "big");
     CHECK_EQ_INT(drive(&d), RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(state_of("big"), RSIM_LOADED);
     CHECK_EQ_INT(state_of("a"), RSIM_UNLOADED);
     CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/load", "big", 200), 1);
@@ -237,16 +236,16 @@ static uint64_t ensure_with_sse(const char *keep, bool use_sse, int *woke) {
         sse = resp.ticket;
     }
     desc(&d, keep);
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_begin(R, &d, NOW), RSD_OK);
     for (guard = 0; guard < 100000; guard++) {
-        rsd_step s = rsd_reconcile_next(&R, NOW);
+        rsd_step s = rsd_reconcile_next(R, NOW);
         int tr = RSD_OK, st = 0;
         size_t len = 0;
         if (s.kind == RSD_STEP_DONE) break;
         if (s.kind == RSD_STEP_HTTP) {
             if (s.http.op == RSD_OP_LOAD) posted = NOW;
             sim_http(&s.http, &tr, &st, &len);
-            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, RB, len, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_feed(R, tr, st, RB, len, NOW), RSD_OK);
         } else if (s.kind == RSD_STEP_WAIT) {
             CHECK(s.wait_model != NULL && s.wait_model[0]);
             if (!use_sse) { NOW = s.wake_ms; rsim_tick(&S, NOW); continue; }
@@ -260,7 +259,7 @@ static uint64_t ensure_with_sse(const char *keep, bool use_sse, int *woke) {
                 while (rsim_pull(&S, NOW, &p) > 0) {
                     if (p.ticket == sse && p.action == RSIM_CHUNK && p.body_len > 8 &&
                         memcmp(p.body, "data: ", 6) == 0 &&
-                        rsd_reconcile_event(&R, p.body + 6, p.body_len - 8, NOW) == 1) {
+                        rsd_reconcile_event(R, p.body + 6, p.body_len - 8, NOW) == 1) {
                         woke_now = true;
                         (*woke)++;
                     }
@@ -270,12 +269,12 @@ static uint64_t ensure_with_sse(const char *keep, bool use_sse, int *woke) {
                 if (woke_now) break;
             }
         } else if (s.kind == RSD_STEP_LOCK) {
-            rsd_reconcile_lock_done(&R, true, 0, NOW);
+            rsd_reconcile_lock_done(R, true, 0, NOW);
         }
     }
     if (use_sse) rsim_cancel(&S, sse, NOW);
-    CHECK_EQ_INT(R.result.error, RSD_OK);
-    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(RES->error, RSD_OK);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_RESIDENT);
     return NOW - posted;
 }
 
@@ -294,15 +293,15 @@ static void test_sim_sse_event_ends_the_wait(void) {
     /* events for another model, bad data, or outside a WAIT: ignored */
     {
         const char *ev = "{\"model\":\"b\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\"}}";
-        CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW), 0); /* DONE: no wait to end */
+        CHECK_EQ_INT(rsd_reconcile_event(R, ev, strlen(ev), NOW), 0); /* DONE: no wait to end */
     }
-    CHECK_EQ_INT(rsd_reconcile_event(&R, "not json", 8, NOW), 0);
-    CHECK_EQ_INT(rsd_reconcile_event(&R, NULL, 3, NOW), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_event(R, "not json", 8, NOW), 0);
+    CHECK_EQ_INT(rsd_reconcile_event(R, NULL, 3, NOW), RSD_ERR_ARG);
 }
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
-    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
+    if (rc_new(NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     for (GEN = 0; GEN < RSIM_GEN_NUM; GEN++) { /* both router generations of the simulator */
         int before = rsdt_failed;
         RUN(test_sim_full_router_evicts_one_and_loads);

@@ -4,6 +4,7 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include "rsd_test.h"
+#include "reconcile_mem.h"
 
 #define J(lit) lit, strlen(lit)
 
@@ -221,7 +222,7 @@ static void test_duplicate_lists_the_last_wins(void) {
 /* A reconcile given its listing in pieces (rsd_reconcile_body, then the feed) acts as one
    given it whole; an error body is kept whole for its reader. */
 static void test_reconcile_takes_pieces(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     rsd_reconcile_desc d;
     rsd_step s;
     const char *body = "{\"data\":[{\"id\":\"a\",\"status\":{\"value\":\"loaded\"}},{\"id\":\"b\",\"status\":{\"value\":\"unloaded\"}}],"
@@ -232,33 +233,33 @@ static void test_reconcile_takes_pieces(void) {
     d.keep = "a";
     d.capacity_known = true;
     d.max_instances = 4;
-    REQUIRE(rsd_reconcile_init(&r, NULL) == RSD_OK);
-    REQUIRE(rsd_reconcile_begin(&r, &d, 1) == RSD_OK);
-    s = rsd_reconcile_next(&r, 1);
+    REQUIRE(rc_init(&r, NULL) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(r, &d, 1) == RSD_OK);
+    s = rsd_reconcile_next(r, 1);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
-    for (k = 0; k < n; k++) CHECK_EQ_INT(rsd_reconcile_body(&r, 200, body + k, 1), RSD_OK);
-    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, NULL, 0, 1), RSD_OK);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(r.snap.n, 2);
-    rsd_reconcile_release(&r);
+    for (k = 0; k < n; k++) CHECK_EQ_INT(rsd_reconcile_body(r, 200, body + k, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_OK, 200, NULL, 0, 1), RSD_OK);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(r->snap.n, 2);
+    rc_free(&r);
     /* a 500 answer, in pieces: its error message is quoted */
-    REQUIRE(rsd_reconcile_init(&r, NULL) == RSD_OK);
-    REQUIRE(rsd_reconcile_begin(&r, &d, 1) == RSD_OK);
-    s = rsd_reconcile_next(&r, 1);
+    REQUIRE(rc_init(&r, NULL) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(r, &d, 1) == RSD_OK);
+    s = rsd_reconcile_next(r, 1);
     REQUIRE(s.kind == RSD_STEP_HTTP);
-    CHECK_EQ_INT(rsd_reconcile_body(&r, 500, "{\"error\":{\"mess", 15), RSD_OK);
-    CHECK_EQ_INT(rsd_reconcile_body(&r, 500, "age\":\"boom\"}}", 13), RSD_OK);
-    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 500, NULL, 0, 1), RSD_OK);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK(strstr(r.result.message, "HTTP 500") != NULL);
-    CHECK_EQ_INT(rsd_reconcile_body(&r, 200, "x", 1), RSD_ERR_STATE); /* no step outstanding */
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(rsd_reconcile_body(r, 500, "{\"error\":{\"mess", 15), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_body(r, 500, "age\":\"boom\"}}", 13), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_OK, 500, NULL, 0, 1), RSD_OK);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r->result.message, "HTTP 500") != NULL);
+    CHECK_EQ_INT(rsd_reconcile_body(r, 200, "x", 1), RSD_ERR_STATE); /* no step outstanding */
+    rc_free(&r);
 }
 
 /* A listing answer cut off after its first entries were read (the transport fails after
    the head): the listing it went into is empty, never partial, and not the last read. */
 static void test_cut_listing_is_never_partial(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     rsd_reconcile_desc d;
     rsd_step s;
     const char *list = "{\"data\":[{\"id\":\"a\",\"status\":{\"value\":\"loaded\"}},{\"id\":\"b\",\"status\":{\"value\":\"unloaded\"}}]}";
@@ -278,24 +279,24 @@ static void test_cut_listing_is_never_partial(void) {
     d.keep = "b";
     d.capacity_known = true;
     d.max_instances = 4;
-    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
-    REQUIRE(rsd_reconcile_begin(&r, &d, now) == RSD_OK);
+    REQUIRE(rc_init(&r, &lim) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(r, &d, now) == RSD_OK);
     for (guard = 0; guard < 20 && !polls; guard++) {
-        s = rsd_reconcile_next(&r, now);
+        s = rsd_reconcile_next(r, now);
         if (s.kind == RSD_STEP_WAIT) { now = s.wake_ms > now ? s.wake_ms : now + 1; continue; }
         REQUIRE(s.kind == RSD_STEP_HTTP);
-        if (s.http.op == RSD_OP_LOAD) { (void)rsd_reconcile_feed(&r, RSD_OK, 200, "{\"success\":true}", 16, now); continue; }
+        if (s.http.op == RSD_OP_LOAD) { (void)rsd_reconcile_feed(r, RSD_OK, 200, "{\"success\":true}", 16, now); continue; }
         REQUIRE(s.http.op == RSD_OP_LIST);
-        if (r.phase == RSDI_PH_LIST) { (void)rsd_reconcile_feed(&r, RSD_OK, 200, list, strlen(list), now); continue; }
+        if (r->phase == RSDI_PH_LIST) { (void)rsd_reconcile_feed(r, RSD_OK, 200, list, strlen(list), now); continue; }
         polls++; /* the wait's poll: its answer breaks off after entry a */
-        CHECK_EQ_INT(rsd_reconcile_body(&r, 200, cut, o), RSD_OK);
-        CHECK_EQ_INT(r.poll.n, 40); /* read as it arrived */
-        CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_ERR_CLOSED, 200, NULL, 0, now), RSD_OK);
-        CHECK_EQ_INT(r.poll.n, 0);
-        CHECK(r.last_list != &r.poll);
+        CHECK_EQ_INT(rsd_reconcile_body(r, 200, cut, o), RSD_OK);
+        CHECK_EQ_INT(r->poll.n, 40); /* read as it arrived */
+        CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_ERR_CLOSED, 200, NULL, 0, now), RSD_OK);
+        CHECK_EQ_INT(r->poll.n, 0);
+        CHECK(r->last_list != &r->poll);
     }
     CHECK_EQ_INT(polls, 1);
-    rsd_reconcile_release(&r);
+    rc_free(&r);
 }
 
 /* Detection: a 2xx answer over its buffer that is no listing (a single-model server's

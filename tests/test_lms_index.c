@@ -225,10 +225,20 @@ static void test_index_hand_filled(void) {
     CHECK_EQ_INT(rsd_lms_residents(&cat, owned, 1, a, 8), RSD_ERR_ARG);
 }
 
+/* A reconcile (opaque) in rsd_reconcile_footprint(lim) bytes of the heap, kept to the end
+   (it owns nothing else); NULL when it cannot be made. */
+static rsd_reconcile *new_reconcile(const rsd_reconcile_limits *lim) {
+    size_t n = rsd_reconcile_footprint(lim);
+    rsd_reconcile *r = n ? (rsd_reconcile *)malloc(n) : NULL;
+    if (r && rsd_reconcile_init(r, n, lim) == RSD_OK) return r;
+    free(r);
+    return NULL;
+}
+
 /* A reconcile on the largest catalog: the requested key is the last one, the fallback
    after a 507 unloads the owned instance of the first candidate only. */
 static void test_index_reconcile_max_catalog(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     static char body[1 << 20];
     rsd_json_writer w;
     rsd_reconcile_desc d;
@@ -237,12 +247,12 @@ static void test_index_reconcile_max_catalog(void) {
     int m, len, n_unload = 0;
     uint64_t now = 1000;
     /* 256 models, 64 of them loaded (one instance each: "m<k>"), the keep m255 not loaded */
-    if (!r.tables) { /* tables for the largest catalog's answer */
+    if (!r) { /* tables for the largest catalog's answer */
         rsd_reconcile_limits lim;
         memset(&lim, 0, sizeof lim);
         lim.max_tokens = RSD_LISTING_MAX_TOKENS;
         lim.max_body_bytes = sizeof body;
-        REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+        REQUIRE((r = new_reconcile(&lim)) != NULL);
     }
     rsd_json_w_init(&w, body, sizeof body);
     rsd_json_w_begin_object(&w);
@@ -280,47 +290,45 @@ static void test_index_reconcile_max_catalog(void) {
     own[1].instance = "m160";
     d.owned = own;
     d.n_owned = 2;
-    REQUIRE(rsd_reconcile_begin(&r, &d, now) == RSD_OK);
-    s = rsd_reconcile_next(&r, now);
+    REQUIRE(rsd_reconcile_begin(r, &d, now) == RSD_OK);
+    s = rsd_reconcile_next(r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
-    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
-    CHECK_EQ_INT(r.lms->cat->n_models, RSD_LMS_MAX_MODELS);
-    CHECK(!r.lms->cat->truncated);
-    CHECK_EQ_STR(r.result.model_key, "m255");
-    s = rsd_reconcile_next(&r, now);
+    CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
+    CHECK_EQ_STR(rsd_reconcile_result_of(r)->model_key, "m255"); /* the last of the catalog's 256: read whole, not truncated */
+    s = rsd_reconcile_next(r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
-    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 507, "{\"error\":\"insufficient VRAM\"}", 29, now), RSD_OK);
-    s = rsd_reconcile_next(&r, now);
+    CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_OK, 507, "{\"error\":\"insufficient VRAM\"}", 29, now), RSD_OK);
+    s = rsd_reconcile_next(r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST); /* W14: list again */
-    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
     for (;;) {
-        s = rsd_reconcile_next(&r, now);
+        s = rsd_reconcile_next(r, now);
         if (s.kind != RSD_STEP_HTTP || s.http.op != RSD_OP_UNLOAD) break;
         CHECK(!strcmp(s.http.model, "m160") || !strcmp(s.http.model, "m213"));
         n_unload++;
-        CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"x\"}", 19, now), RSD_OK);
+        CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_OK, 200, "{\"instance_id\":\"x\"}", 19, now), RSD_OK);
     }
     CHECK_EQ_INT(n_unload, 1); /* the minimum: one candidate */
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
-    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"m255\"}", 22, now), RSD_OK);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_STR(r.result.wire_id, "m255");
-    CHECK_EQ_INT(r.result.n_evicted, 1);
-    CHECK_EQ_INT(r.result.n_attr_add, 1);
-    CHECK_EQ_INT(r.result.n_attr_remove, 1);
+    CHECK_EQ_INT(rsd_reconcile_feed(r, RSD_OK, 200, "{\"instance_id\":\"m255\"}", 22, now), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_result_of(r)->outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_STR(rsd_reconcile_result_of(r)->wire_id, "m255");
+    CHECK_EQ_INT(rsd_reconcile_result_of(r)->n_evicted, 1);
+    CHECK_EQ_INT(rsd_reconcile_result_of(r)->n_attr_add, 1);
+    CHECK_EQ_INT(rsd_reconcile_result_of(r)->n_attr_remove, 1);
 }
 
 /* The TTL cache of the machine (sans I/O): a hit makes no request and keeps the wire id;
    a mutation is stored under the generation given by commit_done. */
 static void test_lms_machine_cache(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     static rsd_decision_cache c;
     static const char cat_body[] = "{\"models\":[{\"key\":\"q\",\"loaded_instances\":[{\"id\":\"q:2\"}]},{\"key\":\"z\"}]}";
     rsd_reconcile_desc d;
     rsd_step s;
     memset(&c, 0, sizeof c);
     memset(&d, 0, sizeof d);
-    if (!r.tables) REQUIRE(rsd_reconcile_init(&r, NULL) == RSD_OK);
+    if (!r) REQUIRE((r = new_reconcile(NULL)) != NULL);
     d.runtime = rsd_runtime_lmstudio();
     d.base_url = "http://127.0.0.1:1234";
     d.keep = "q";
@@ -328,49 +336,49 @@ static void test_lms_machine_cache(void) {
     d.cache = &c;
     d.has_generation = true;
     d.generation = 5;
-    REQUIRE(rsd_reconcile_begin(&r, &d, 1000) == RSD_OK);
-    s = rsd_reconcile_next(&r, 1000);
+    REQUIRE(rsd_reconcile_begin(r, &d, 1000) == RSD_OK);
+    s = rsd_reconcile_next(r, 1000);
     REQUIRE(s.kind == RSD_STEP_HTTP);
-    rsd_reconcile_feed(&r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 1001);
-    s = rsd_reconcile_next(&r, 1001);
+    rsd_reconcile_feed(r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 1001);
+    s = rsd_reconcile_next(r, 1001);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
-    CHECK(r.result.cached && !r.result.cache_hit);
-    CHECK_EQ_STR(r.result.wire_id, "q:2");
-    REQUIRE(rsd_reconcile_begin(&r, &d, 2000) == RSD_OK);
-    s = rsd_reconcile_next(&r, 2000);
+    CHECK(rsd_reconcile_result_of(r)->cached && !rsd_reconcile_result_of(r)->cache_hit);
+    CHECK_EQ_STR(rsd_reconcile_result_of(r)->wire_id, "q:2");
+    REQUIRE(rsd_reconcile_begin(r, &d, 2000) == RSD_OK);
+    s = rsd_reconcile_next(r, 2000);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
-    CHECK(r.result.cache_hit && r.result.requests == 0);
-    CHECK_EQ_STR(r.result.wire_id, "q:2");
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(rsd_reconcile_result_of(r)->cache_hit && rsd_reconcile_result_of(r)->requests == 0);
+    CHECK_EQ_STR(rsd_reconcile_result_of(r)->wire_id, "q:2");
+    CHECK_EQ_INT(rsd_reconcile_result_of(r)->outcome, RSD_OUTCOME_RESIDENT);
     /* another generation or past the TTL: a miss */
     d.generation = 6;
-    REQUIRE(rsd_reconcile_begin(&r, &d, 3000) == RSD_OK);
-    CHECK_EQ_INT(rsd_reconcile_next(&r, 3000).kind, RSD_STEP_HTTP);
+    REQUIRE(rsd_reconcile_begin(r, &d, 3000) == RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_next(r, 3000).kind, RSD_STEP_HTTP);
     d.generation = 5;
-    REQUIRE(rsd_reconcile_begin(&r, &d, 1000 + RSD_DECISION_CACHE_TTL_MS + 1) == RSD_OK);
-    CHECK_EQ_INT(rsd_reconcile_next(&r, 1000 + RSD_DECISION_CACHE_TTL_MS + 1).kind, RSD_STEP_HTTP);
+    REQUIRE(rsd_reconcile_begin(r, &d, 1000 + RSD_DECISION_CACHE_TTL_MS + 1) == RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_next(r, 1000 + RSD_DECISION_CACHE_TTL_MS + 1).kind, RSD_STEP_HTTP);
     /* a load: COMMIT, commit_done(9): cached under 9 */
     d.keep = "z";
-    REQUIRE(rsd_reconcile_begin(&r, &d, 5000) == RSD_OK);
-    (void)rsd_reconcile_next(&r, 5000);
-    rsd_reconcile_feed(&r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 5000);
-    s = rsd_reconcile_next(&r, 5000);
+    REQUIRE(rsd_reconcile_begin(r, &d, 5000) == RSD_OK);
+    (void)rsd_reconcile_next(r, 5000);
+    rsd_reconcile_feed(r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 5000);
+    s = rsd_reconcile_next(r, 5000);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
-    rsd_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"z\"}", 18, 5001);
-    s = rsd_reconcile_next(&r, 5001);
+    rsd_reconcile_feed(r, RSD_OK, 200, "{\"instance_id\":\"z\"}", 18, 5001);
+    s = rsd_reconcile_next(r, 5001);
     REQUIRE(s.kind == RSD_STEP_COMMIT);
-    CHECK_EQ_INT(rsd_reconcile_commit_done(&r, 9), RSD_OK);
-    s = rsd_reconcile_next(&r, 5002);
+    CHECK_EQ_INT(rsd_reconcile_commit_done(r, 9), RSD_OK);
+    s = rsd_reconcile_next(r, 5002);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
-    CHECK(r.result.cached);
+    CHECK(rsd_reconcile_result_of(r)->cached);
     d.generation = 9;
-    REQUIRE(rsd_reconcile_begin(&r, &d, 6000) == RSD_OK);
-    CHECK(r.result.cache_hit);
-    CHECK_EQ_STR(r.result.wire_id, "z");
+    REQUIRE(rsd_reconcile_begin(r, &d, 6000) == RSD_OK);
+    CHECK(rsd_reconcile_result_of(r)->cache_hit);
+    CHECK_EQ_STR(rsd_reconcile_result_of(r)->wire_id, "z");
     d.keep = "q"; /* the mutation dropped the key's other entries */
-    REQUIRE(rsd_reconcile_begin(&r, &d, 6000) == RSD_OK);
-    CHECK(!r.result.cache_hit);
-    CHECK_EQ_INT(rsd_reconcile_commit_done(&r, 1), RSD_ERR_STATE);
+    REQUIRE(rsd_reconcile_begin(r, &d, 6000) == RSD_OK);
+    CHECK(!rsd_reconcile_result_of(r)->cache_hit);
+    CHECK_EQ_INT(rsd_reconcile_commit_done(r, 1), RSD_ERR_STATE);
 }
 
 int main(int argc, char **argv) {

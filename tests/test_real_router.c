@@ -759,8 +759,8 @@ static void test_64_long_presets_through_the_default_buffer(void) {
     CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LLAMACPP);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
     if (res.outcome != RSD_OUTCOME_RESIDENT) printf("  %s\n", res.message ? res.message : "");
-    CHECK_EQ_INT(e->m.rc.snap.n, 64);
-    CHECK_EQ_INT(e->m.rc.max_body, 8192);
+    CHECK_EQ_INT(e->rc->snap.n, 64);
+    CHECK_EQ_INT(e->rc->max_body, 8192);
     CHECK_EQ_INT(listed(S.url, LONG_ID "007"), RSD_MODEL_LOADED);
     req_init(&q, S.url, LONG_ID "007"); /* resident now: its entry is the largest (loaded: args, meta) */
     CHECK_EQ_INT(run_ensure(e, &q, &res), RSD_OK);

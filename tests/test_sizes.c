@@ -5,6 +5,7 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 #include "rsd_test.h"
+#include "reconcile_mem.h"
 #include "counting.h"
 #include "portable.h"
 
@@ -76,13 +77,13 @@ static void test_manual_size_figures(void) {
         hd = rsdi_en_http_desc(&d);
         REQUIRE(rsdi_client_desc_fix(&hd) == 0);
         CHECK(rsdi_client_footprint(&hd) <= 34 * 1024);
-        CHECK(sizeof(rsd_ensurer) - sizeof(rsd_reconcile) <= 35 * 1024);
+        CHECK(sizeof(rsd_ensurer) <= 35 * 1024);
         CHECK(state_block(RSD_STATE_ATTR_ARENA_DEFAULT) <= 17 * 1024);
         scratch = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_DEFAULT;
         CHECK(scratch <= 10 * 1024 + 512); /* "10 KiB" */
         CHECK((rsdi_al8(sizeof(rsd_detect)) > scratch ? rsdi_al8(sizeof(rsd_detect)) : scratch) <= 12 * 1024);
         CHECK_EQ_INT(rsd_ensurer_footprint(&d), rsd_reconcile_footprint(NULL) + rsdi_client_footprint(&hd) +
-                     sizeof(rsd_ensurer) - sizeof(rsd_reconcile) + rsdi_al8(sizeof(rsd_decision_cache)) +
+                     sizeof(rsd_ensurer) + rsdi_al8(sizeof(rsd_decision_cache)) +
                      rsdi_al8(sizeof(rsd_detect)) + state_block(RSD_STATE_ATTR_ARENA_DEFAULT));
         d.runtime = RSD_RUNTIME_LLAMACPP;
         CHECK(rsd_ensurer_footprint(&d) <= 239 * 1024);
@@ -110,7 +111,7 @@ static void test_manual_size_figures(void) {
         CHECK_EQ_INT(hd.max_body_bytes, 4096);
     }
 #endif
-    CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
+    CHECK(sizeof(rsd_reconcile) <= 51 * 1024);
     CHECK(sizeof(rsd_listing) <= 64);
     CHECK(rsd_reconcile_footprint(NULL) > sizeof(rsd_reconcile));
     printf("  sizeof(rsd_reconcile) %lu, footprint %lu; ensurer footprint %lu; listing %lu\n",
@@ -190,50 +191,66 @@ static void test_own_last_uses_fit_their_text(void) {
     rsd_ensurer_destroy(e);
 }
 
-/* rsd_reconcile_init allocates once, through the given allocator, what the footprint says. */
-static void test_init_allocates_the_footprint_once(void) {
-    static rsd_reconcile r;
-    counted c;
+/* rsd_reconcile_init makes the reconcile in the caller's memory: the footprint's bytes
+   hold the struct and every table (ASan sees the block at its exact size); less is
+   RSD_ERR_BUFFER, misaligned memory or bad limits RSD_ERR_ARG. */
+static void test_init_in_the_callers_memory(void) {
+    static rsd_reconcile *r;
     rsd_reconcile_limits lim;
+    unsigned char *mem;
+    size_t n;
     memset(&lim, 0, sizeof lim);
-    lim.allocator = counting(&c);
-    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
-    CHECK_EQ_INT(c.calls, 1);
-    CHECK_EQ_INT(c.asked + sizeof r, rsd_reconcile_footprint(&lim));
+    n = rsd_reconcile_footprint(&lim);
+    CHECK_EQ_INT(n, rsd_reconcile_footprint(NULL));
+    REQUIRE((mem = (unsigned char *)malloc(n + 8)) != NULL);
+    CHECK_EQ_INT(rsd_reconcile_init((rsd_reconcile *)(void *)mem, n - 1, &lim), RSD_ERR_BUFFER);
+    CHECK_EQ_INT(rsd_reconcile_init((rsd_reconcile *)(void *)(mem + 4), n, &lim), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_init(NULL, n, &lim), RSD_ERR_ARG);
+    free(mem);
+    REQUIRE(rc_init(&r, &lim) == RSD_OK);
+    CHECK((char *)r->tables == (char *)r + rsdi_al8(sizeof *r));
+    CHECK((char *)(r->toks + r->max_tokens) <= (char *)r + n); /* the last table, inside */
+    CHECK(rsd_reconcile_result_of(r) == &r->result);
     lim.max_models = 8;
-    rsd_reconcile_release(&r);
-    CHECK_EQ_INT(c.live, 0);
-    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    REQUIRE(rc_init(&r, &lim) == RSD_OK);
     CHECK(rsd_reconcile_footprint(&lim) < rsd_reconcile_footprint(NULL));
-    CHECK_EQ_INT(r.snap.max_models, 8);
-    rsd_reconcile_release(&r);
-    CHECK_EQ_INT(c.live, 0);
-    /* bad limits: an argument error, nothing allocated */
+    CHECK_EQ_INT(r->snap.max_models, 8);
+    rc_free(&r);
+    /* bad limits: an argument error */
     lim.max_models = -1;
-    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
+    CHECK_EQ_INT(rc_init(&r, &lim), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+    CHECK_EQ_INT(rsd_reconcile_limits_fill(&lim), RSD_ERR_ARG);
     lim.max_models = 0;
     lim.max_tokens = 3;
-    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
-    lim.max_tokens = 0;
-    lim.allocator.free_fn = NULL;
-    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
-    CHECK_EQ_INT(c.live, 0);
+    CHECK_EQ_INT(rc_init(&r, &lim), RSD_ERR_ARG);
+    rc_free(&r);
+    /* the defaults, filled in */
+    memset(&lim, 0, sizeof lim);
+    CHECK_EQ_INT(rsd_reconcile_limits_fill(&lim), RSD_OK);
+    CHECK_EQ_INT(lim.max_models, RSD_LISTING_DEFAULT_MODELS);
+    CHECK_EQ_INT(lim.max_tokens, RSD_RECONCILE_TOKENS);
+    CHECK_EQ_INT(lim.max_body_bytes, RSD_RECONCILE_BODY_BYTES);
+    CHECK_EQ_INT(lim.max_notices, RSD_RECONCILE_MAX_NOTICES);
+    CHECK_EQ_INT(lim.id_arena_bytes, RSD_LISTING_DEFAULT_MODELS * RSD_RECONCILE_IDS_PER_MODEL);
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), rsd_reconcile_footprint(NULL));
 }
 
-/* begin on a reconcile that never got its tables: a clear error, no crash. */
+/* begin on zeroed memory that init never made a reconcile: a clear error, no crash. */
 static void test_begin_without_init_is_a_clear_error(void) {
-    static rsd_reconcile r;
+    rsd_reconcile *r = (rsd_reconcile *)calloc(1, rsd_reconcile_footprint(NULL));
     rsd_reconcile_desc d;
     rsd_step s;
+    REQUIRE(r != NULL);
     memset(&d, 0, sizeof d);
     d.base_url = "http://127.0.0.1:8080";
     d.keep = "a";
-    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 1), RSD_ERR_STATE);
-    CHECK(strstr(r.result.message, "rsd_reconcile_init") != NULL);
-    s = rsd_reconcile_next(&r, 1);
+    CHECK_EQ_INT(rsd_reconcile_begin(r, &d, 1), RSD_ERR_STATE);
+    CHECK(strstr(r->result.message, "rsd_reconcile_init") != NULL);
+    s = rsd_reconcile_next(r, 1);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
     CHECK_EQ_INT(s.result, RSD_ERR_STATE);
+    free(r);
 }
 
 /* A desc that keeps keep on a router of max_instances slots with a known capacity. */
@@ -246,12 +263,13 @@ static void desc_for(rsd_reconcile_desc *d, const char *keep, int max_instances)
 }
 
 /* One listing answer to a reconcile with limits lim: the result after it. */
-static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const char *keep, rsd_reconcile *r) {
+static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const char *keep, rsd_reconcile **rp) {
     rsd_reconcile_desc d;
+    rsd_reconcile *r;
     rsd_step s;
     int guard;
     desc_for(&d, keep, 4);
-    if (rsd_reconcile_init(r, lim) != RSD_OK || rsd_reconcile_begin(r, &d, 1) != RSD_OK) return -999;
+    if (rc_init(rp, lim) != RSD_OK || rsd_reconcile_begin(r = *rp, &d, 1) != RSD_OK) return -999;
     for (guard = 0; guard < 8; guard++) {
         s = rsd_reconcile_next(r, 1);
         if (s.kind != RSD_STEP_HTTP) break;
@@ -263,50 +281,50 @@ static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const
 
 /* A listing over each limit: DEGRADED, nothing sent but the listing, the limit named. */
 static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     rsd_reconcile_limits lim;
     char *big = router_listing(9, 6), *ok = router_listing(3, 6), *real = real_router_listing(3, 120);
     memset(&lim, 0, sizeof lim);
     lim.max_models = 8; /* 9 entries */
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK(strstr(r.result.message, "max_models") != NULL);
-    CHECK(!r.result.mutated);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r->result.message, "max_models") != NULL);
+    CHECK(!r->result.mutated);
+    rc_free(&r);
     lim.max_models = 16; /* room for them, but one entry has more tokens than max_tokens */
     lim.max_tokens = 64;
     CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* a short entry fits */
-    rsd_reconcile_release(&r);
+    rc_free(&r);
     CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_JSON_TOKENS); /* a real router's does not */
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK(strstr(r.result.message, "max_tokens") != NULL);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r->result.message, "max_tokens") != NULL);
+    rc_free(&r);
     lim.max_tokens = 0;
     lim.max_models = 9; /* room for 9 entries, not for their names */
     lim.arena_bytes = RSD_MODEL_ID_MAX;
     CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK(strstr(r.result.message, "arena_bytes") != NULL);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r->result.message, "arena_bytes") != NULL);
+    rc_free(&r);
     lim.arena_bytes = 0;
     lim.max_models = 16; /* one entry over max_body_bytes (the whole listing is read as it arrives) */
     lim.max_body_bytes = 1024;
     CHECK(strlen(big) < 1024 && strlen(real) > 3 * 1024);
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_OK); /* small entries: read */
-    rsd_reconcile_release(&r);
+    rc_free(&r);
     CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_TOO_LARGE); /* a real router's entry is not */
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK(strstr(r.result.message, "max_body_bytes") != NULL);
-    CHECK(strstr(r.result.message, "a list entry is larger than the buffer") != NULL);
-    CHECK(!r.result.mutated);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r->result.message, "max_body_bytes") != NULL);
+    CHECK(strstr(r->result.message, "a list entry is larger than the buffer") != NULL);
+    CHECK(!r->result.mutated);
+    rc_free(&r);
     lim.max_body_bytes = 1023; /* the smallest buffer is 1 KiB */
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
     lim.max_body_bytes = 0;
     /* within every limit: decided (already resident) */
     CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_RESIDENT);
+    rc_free(&r);
     free(big);
     free(ok);
     free(real);
@@ -315,7 +333,7 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
 /* The defaults hold what a real llama.cpp router sends for 64 models with long ids and
    meta: the answer, its tokens and its strings fit, and the reconcile acts on it. */
 static void test_defaults_hold_a_real_router_listing_of_64(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     char keep[RSD_MODEL_ID_MAX];
     char *body = real_router_listing(64, 120);
     rsdi_rc_sizes z;
@@ -325,9 +343,9 @@ static void test_defaults_hold_a_real_router_listing_of_64(void) {
     CHECK(strlen(body) > 64 * 1200); /* as long as the real one with these ids */
     snprintf(keep, sizeof keep, "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d", 120 - 42, 0);
     CHECK_EQ_INT(reconcile_on(NULL, body, keep, &r), RSD_OK);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(r.snap.n, 64);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(r->snap.n, 64);
+    rc_free(&r);
     free(body);
 }
 
@@ -360,7 +378,7 @@ static void test_defaults_hold_an_ollama_listing_of_64(void) {
 /* A reconcile made for one runtime without instances has no LM Studio state, and begin
    refuses another runtime naming the limit. */
 static void test_runtime_limit_drops_lm_studio_state(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     rsd_reconcile_limits lim;
     rsd_reconcile_desc d;
     char *ok = router_listing(3, 6);
@@ -374,17 +392,20 @@ static void test_runtime_limit_drops_lm_studio_state(void) {
                      rsdi_al8(sizeof(rsd_lms_machine)) + (za.lists - zr.lists));
     }
     CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* the router works on it */
-    CHECK(r.lms == NULL);
+    CHECK(r->lms == NULL);
     memset(&d, 0, sizeof d);
     d.base_url = "http://127.0.0.1:8080";
     d.keep = "a";
     d.runtime = rsd_runtime_ollama();
-    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 1), RSD_ERR_ARG);
-    CHECK(strstr(r.result.message, "rsd_reconcile_limits.runtime") != NULL);
-    CHECK_EQ_INT(rsd_reconcile_next(&r, 1).kind, RSD_STEP_DONE);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(rsd_reconcile_begin(r, &d, 1), RSD_ERR_ARG);
+    CHECK(strstr(r->result.message, "rsd_reconcile_limits.runtime") != NULL);
+    CHECK_EQ_INT(rsd_reconcile_next(r, 1).kind, RSD_STEP_DONE);
+    rc_free(&r);
     lim.runtime = rsd_runtime_lmstudio(); /* a runtime with instances keeps it */
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), rsd_reconcile_footprint(NULL));
+    REQUIRE(rc_init(&r, NULL) == RSD_OK); /* its catalog in the storage of the router's listings */
+    CHECK((const void *)r->lms->cat == (const void *)r->snap.models);
+    rc_free(&r);
     free(ok);
 }
 
@@ -392,22 +413,20 @@ static void test_runtime_limit_drops_lm_studio_state(void) {
    naming the limit, a longer protected id is refused. It costs nothing: the ids live in
    the id arena, sized by id_arena_bytes. */
 static void test_id_rows_are_sized_by_the_limits(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     static const char body[] = "{\"data\":[{\"id\":\"m00000000000001\",\"status\":{\"value\":\"loaded\"}},"
                                "{\"id\":\"m00000000000002\",\"status\":{\"value\":\"loaded\"}},"
                                "{\"id\":\"keep-this-model\",\"status\":{\"value\":\"unloaded\"}}]}";
     static const char longer[] = "{\"data\":[{\"id\":\"m000000000000001\",\"status\":{\"value\":\"loaded\"}},"
                                  "{\"id\":\"keep-this-model\",\"status\":{\"value\":\"unloaded\"}}]}";
-    counted c;
     rsd_reconcile_limits lim;
     rsd_reconcile_desc d;
     rsd_protected_model pm;
     rsd_step s;
     memset(&lim, 0, sizeof lim);
-    lim.allocator = counting(&c);
     lim.max_id_bytes = 16; /* ids of 15 bytes */
     CHECK_EQ_INT(rsd_reconcile_footprint(NULL), rsd_reconcile_footprint(&lim));
-    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    REQUIRE(rc_init(&r, &lim) == RSD_OK);
     memset(&d, 0, sizeof d);
     d.base_url = "http://127.0.0.1:8080";
     d.keep = "keep-this-model";
@@ -417,37 +436,36 @@ static void test_id_rows_are_sized_by_the_limits(void) {
     pm.model_id = rsd_str_c("m00000000000002");
     d.protected_models = &pm;
     d.n_protected = 1;
-    REQUIRE(rsd_reconcile_begin(&r, &d, 1) == RSD_OK);
-    s = rsd_reconcile_next(&r, 1);
+    REQUIRE(rsd_reconcile_begin(r, &d, 1) == RSD_OK);
+    s = rsd_reconcile_next(r, 1);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
-    (void)rsd_reconcile_feed(&r, RSD_OK, 200, body, sizeof body - 1, 1);
-    s = rsd_reconcile_next(&r, 1);
+    (void)rsd_reconcile_feed(r, RSD_OK, 200, body, sizeof body - 1, 1);
+    s = rsd_reconcile_next(r, 1);
     REQUIRE(s.kind == RSD_STEP_HTTP);
     CHECK_EQ_INT(s.http.op, RSD_OP_UNLOAD);
     CHECK_EQ_STR(s.http.model, "m00000000000001"); /* a full row, copied whole */
     /* a listed id of 16 bytes: DEGRADED, nothing sent, the limit named */
-    REQUIRE(rsd_reconcile_begin(&r, &d, 2) == RSD_OK);
-    s = rsd_reconcile_next(&r, 2);
+    REQUIRE(rsd_reconcile_begin(r, &d, 2) == RSD_OK);
+    s = rsd_reconcile_next(r, 2);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
-    (void)rsd_reconcile_feed(&r, RSD_OK, 200, longer, sizeof longer - 1, 2);
-    CHECK_EQ_INT(r.result.error, RSD_ERR_MODEL_ID);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK(strstr(r.result.message, "max_id_bytes") != NULL);
-    CHECK(!r.result.mutated);
+    (void)rsd_reconcile_feed(r, RSD_OK, 200, longer, sizeof longer - 1, 2);
+    CHECK_EQ_INT(r->result.error, RSD_ERR_MODEL_ID);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r->result.message, "max_id_bytes") != NULL);
+    CHECK(!r->result.mutated);
     /* a protected id over the rows: refused at begin */
     pm.model_id = rsd_str_c("m000000000000002");
-    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 3), RSD_ERR_MODEL_ID);
-    rsd_reconcile_release(&r);
-    CHECK_EQ_INT(c.live, 0);
+    CHECK_EQ_INT(rsd_reconcile_begin(r, &d, 3), RSD_ERR_MODEL_ID);
+    rc_free(&r);
     lim.max_id_bytes = 15;
-    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
+    CHECK_EQ_INT(rc_init(&r, &lim), RSD_ERR_ARG);
     lim.max_id_bytes = RSD_MODEL_ID_MAX + 1;
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
 }
 
 /* max_notices sizes the notices; the ones past it are counted, never written. */
 static void test_notices_are_sized_by_the_limits(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     rsd_reconcile_limits lim;
     char *big = router_listing(9, 6);
     memset(&lim, 0, sizeof lim);
@@ -457,12 +475,12 @@ static void test_notices_are_sized_by_the_limits(void) {
                      RSD_RECONCILE_MAX_NOTICES * RSD_RECONCILE_NOTICE_TEXT_AVG - 1024); /* the text: 1 KiB at least */
     lim.max_models = 8; /* 9 entries: DEGRADED, one notice */
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
-    CHECK_EQ_INT(r.n_notices, 1);
-    CHECK_EQ_INT(r.notices[0].notice.kind, RSD_NOTICE_DEGRADED);
-    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "one more");
-    CHECK_EQ_INT(r.n_notices, 1);
-    CHECK_EQ_INT(r.notices_dropped, 1);
-    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(r->n_notices, 1);
+    CHECK_EQ_INT(r->notices[0].notice.kind, RSD_NOTICE_DEGRADED);
+    rsd_reconcile_add_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "one more");
+    CHECK_EQ_INT(r->n_notices, 1);
+    CHECK_EQ_INT(r->result.notices_dropped, 1);
+    rc_free(&r);
     lim.max_notices = -1;
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
     free(big);
@@ -498,27 +516,27 @@ static char *listing_and_keep(int n, int idlen, char ids[][RSD_MODEL_ID_MAX]) {
 /* The id arena keeps each id once: 63 ids of 120 bytes that are both ours and the
    victims fit the defaults' 8 KiB; the bytes used are exactly one copy of each. */
 static void test_id_arena_keeps_each_id_once(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     static char ids[63][RSD_MODEL_ID_MAX];
     const char *ours[63];
     char *body = listing_and_keep(63, 120, ids);
     rsd_step s;
     int i;
     for (i = 0; i < 63; i++) ours[i] = ids[i];
-    REQUIRE(rsd_reconcile_init(&r, NULL) == RSD_OK);
-    CHECK_EQ_INT(r.ids_cap, RSD_LISTING_DEFAULT_MODELS * RSD_RECONCILE_IDS_PER_MODEL);
-    s = reconcile_full(&r, body, "k", ours, 63);
+    REQUIRE(rc_init(&r, NULL) == RSD_OK);
+    CHECK_EQ_INT(r->ids_cap, RSD_LISTING_DEFAULT_MODELS * RSD_RECONCILE_IDS_PER_MODEL);
+    s = reconcile_full(r, body, "k", ours, 63);
     CHECK_EQ_INT(s.kind, RSD_STEP_HTTP);
     CHECK_EQ_INT(s.http.op, RSD_OP_UNLOAD);
-    CHECK_EQ_INT(r.n_victims, 63);
-    CHECK_EQ_INT(r.ids_used, 63 * (120 + 2)); /* ours and victims: one copy (plus length and NUL) */
-    CHECK(!r.ids_full);
+    CHECK_EQ_INT(r->n_victims, 63);
+    CHECK_EQ_INT(r->ids_used, 63 * (120 + 2)); /* ours and victims: one copy (plus length and NUL) */
+    CHECK(!r->ids_full);
     for (i = 0; i < 63; i++) { /* each victim is the very string of its ours entry */
         int k, same = 0;
-        for (k = 0; k < 63; k++) same += r.victims[i] == r.ours[k];
+        for (k = 0; k < 63; k++) same += r->victims[i] == r->ours[k];
         CHECK_EQ_INT(same, 1);
     }
-    rsd_reconcile_release(&r);
+    rc_free(&r);
     free(body);
 }
 
@@ -526,7 +544,7 @@ static void test_id_arena_keeps_each_id_once(void) {
    unloaded; desc ids that do not fit are refused by begin naming it; the arena is never
    written past its end (ids_used <= ids_cap; ASan sees the block at its exact size). */
 static void test_id_arena_over_its_limit_is_a_clear_error(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     static char ids[20][RSD_MODEL_ID_MAX];
     rsd_reconcile_limits lim;
     rsd_reconcile_desc d;
@@ -541,15 +559,15 @@ static void test_id_arena_over_its_limit_is_a_clear_error(void) {
     lim.id_arena_bytes = 1024;
     CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
                  RSD_LISTING_DEFAULT_MODELS * RSD_RECONCILE_IDS_PER_MODEL - 1024);
-    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
-    s = reconcile_full(&r, body, "k", NULL, 0); /* 20 victims of 100 bytes: 2040 bytes */
+    REQUIRE(rc_init(&r, &lim) == RSD_OK);
+    s = reconcile_full(r, body, "k", NULL, 0); /* 20 victims of 100 bytes: 2040 bytes */
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
-    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-    CHECK_EQ_INT(r.result.error, RSD_ERR_TOO_LARGE);
-    CHECK(strstr(r.result.message, "id_arena_bytes") != NULL);
-    CHECK(!r.result.mutated);
-    CHECK_EQ_INT(r.result.n_evicted, 0);
-    CHECK(r.ids_used <= r.ids_cap);
+    CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(r->result.error, RSD_ERR_TOO_LARGE);
+    CHECK(strstr(r->result.message, "id_arena_bytes") != NULL);
+    CHECK(!r->result.mutated);
+    CHECK_EQ_INT(r->result.n_evicted, 0);
+    CHECK(r->ids_used <= r->ids_cap);
     /* 64 protected ids of 30 bytes: 2048 bytes */
     memset(&d, 0, sizeof d);
     d.base_url = "http://127.0.0.1:8080";
@@ -561,15 +579,15 @@ static void test_id_arena_over_its_limit_is_a_clear_error(void) {
     }
     d.protected_models = pm;
     d.n_protected = RSD_MAX_PROTECTED;
-    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 2), RSD_ERR_TOO_LARGE);
-    CHECK(strstr(r.result.message, "id_arena_bytes") != NULL);
-    CHECK_EQ_INT(rsd_reconcile_next(&r, 2).kind, RSD_STEP_DONE);
-    CHECK(r.ids_used <= r.ids_cap);
+    CHECK_EQ_INT(rsd_reconcile_begin(r, &d, 2), RSD_ERR_TOO_LARGE);
+    CHECK(strstr(r->result.message, "id_arena_bytes") != NULL);
+    CHECK_EQ_INT(rsd_reconcile_next(r, 2).kind, RSD_STEP_DONE);
+    CHECK(r->ids_used <= r->ids_cap);
     d.n_protected = 30; /* 960 bytes: fits, and the next begin starts the arena afresh */
-    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 3), RSD_OK);
-    CHECK_EQ_INT(r.ids_used, 30 * 32);
-    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 4), RSD_OK);
-    CHECK_EQ_INT(r.ids_used, 30 * 32);
+    CHECK_EQ_INT(rsd_reconcile_begin(r, &d, 3), RSD_OK);
+    CHECK_EQ_INT(r->ids_used, 30 * 32);
+    CHECK_EQ_INT(rsd_reconcile_begin(r, &d, 4), RSD_OK);
+    CHECK_EQ_INT(r->ids_used, 30 * 32);
     { /* the attribution read again under the lock: too many bytes of ids is refused */
         static const char one[] = "{\"data\":[{\"id\":\"k\",\"status\":{\"value\":\"unloaded\"}}]}";
         const char *ours[RSD_MAX_PROTECTED];
@@ -577,37 +595,37 @@ static void test_id_arena_over_its_limit_is_a_clear_error(void) {
         d.n_protected = 0;
         d.capacity_known = true;
         d.max_instances = 4;
-        REQUIRE(rsd_reconcile_begin(&r, &d, 5) == RSD_OK);
-        s = rsd_reconcile_next(&r, 5);
+        REQUIRE(rsd_reconcile_begin(r, &d, 5) == RSD_OK);
+        s = rsd_reconcile_next(r, 5);
         REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
-        (void)rsd_reconcile_feed(&r, RSD_OK, 200, one, sizeof one - 1, 5);
-        s = rsd_reconcile_next(&r, 5);
+        (void)rsd_reconcile_feed(r, RSD_OK, 200, one, sizeof one - 1, 5);
+        s = rsd_reconcile_next(r, 5);
         REQUIRE(s.kind == RSD_STEP_LOCK);
         for (i = 0; i < RSD_MAX_PROTECTED; i++) ours[i] = pid[i];
-        CHECK_EQ_INT(rsd_reconcile_set_ours(&r, ours, RSD_MAX_PROTECTED), RSD_ERR_TOO_LARGE);
-        CHECK(r.ids_used <= r.ids_cap);
+        CHECK_EQ_INT(rsd_reconcile_set_ours(r, ours, RSD_MAX_PROTECTED), RSD_ERR_TOO_LARGE);
+        CHECK(r->ids_used <= r->ids_cap);
         /* the attribution that did not fit is not acted on: DEGRADED, nothing loaded */
-        CHECK_EQ_INT(rsd_reconcile_lock_done(&r, true, 0, 5), RSD_OK);
-        s = rsd_reconcile_next(&r, 5);
+        CHECK_EQ_INT(rsd_reconcile_lock_done(r, true, 0, 5), RSD_OK);
+        s = rsd_reconcile_next(r, 5);
         if (s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST) { /* changed: listed again */
-            (void)rsd_reconcile_feed(&r, RSD_OK, 200, one, sizeof one - 1, 5);
-            s = rsd_reconcile_next(&r, 5);
+            (void)rsd_reconcile_feed(r, RSD_OK, 200, one, sizeof one - 1, 5);
+            s = rsd_reconcile_next(r, 5);
         }
         CHECK_EQ_INT(s.kind, RSD_STEP_UNLOCK);
-        CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
-        CHECK_EQ_INT(r.result.error, RSD_ERR_TOO_LARGE);
-        CHECK(strstr(r.result.message, "id_arena_bytes") != NULL);
-        CHECK(!r.result.mutated);
-        REQUIRE(rsd_reconcile_begin(&r, &d, 6) == RSD_OK); /* the next begin starts afresh */
-        s = rsd_reconcile_next(&r, 6);
+        CHECK_EQ_INT(r->result.outcome, RSD_OUTCOME_DEGRADED);
+        CHECK_EQ_INT(r->result.error, RSD_ERR_TOO_LARGE);
+        CHECK(strstr(r->result.message, "id_arena_bytes") != NULL);
+        CHECK(!r->result.mutated);
+        REQUIRE(rsd_reconcile_begin(r, &d, 6) == RSD_OK); /* the next begin starts afresh */
+        s = rsd_reconcile_next(r, 6);
         REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
-        (void)rsd_reconcile_feed(&r, RSD_OK, 200, one, sizeof one - 1, 6);
-        CHECK_EQ_INT(rsd_reconcile_next(&r, 6).kind, RSD_STEP_LOCK);
-        CHECK_EQ_INT(rsd_reconcile_set_ours(&r, ours, 2), RSD_OK);
-        CHECK_EQ_INT(r.n_ours, 2);
-        CHECK_EQ_STR(r.ours[1], pid[1]);
+        (void)rsd_reconcile_feed(r, RSD_OK, 200, one, sizeof one - 1, 6);
+        CHECK_EQ_INT(rsd_reconcile_next(r, 6).kind, RSD_STEP_LOCK);
+        CHECK_EQ_INT(rsd_reconcile_set_ours(r, ours, 2), RSD_OK);
+        CHECK_EQ_INT(r->cx.n_ours, 2);
+        CHECK_EQ_STR(r->ours[1], pid[1]);
     }
-    rsd_reconcile_release(&r);
+    rc_free(&r);
     free(body);
 }
 
@@ -615,7 +633,7 @@ static void test_id_arena_over_its_limit_is_a_clear_error(void) {
    room cut (text_cut) to what is left, the next dropped and counted; nothing written past
    the arena. */
 static void test_notice_text_arena_cuts_then_drops(void) {
-    static rsd_reconcile r;
+    static rsd_reconcile *r;
     rsd_reconcile_limits lim;
     rsd_reconcile_desc d;
     char line[301];
@@ -624,43 +642,43 @@ static void test_notice_text_arena_cuts_then_drops(void) {
     lim.notice_text_bytes = 1023;
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
     lim.notice_text_bytes = 1024;
-    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    REQUIRE(rc_init(&r, &lim) == RSD_OK);
     memset(&d, 0, sizeof d);
     d.base_url = "http://127.0.0.1:8080";
     d.keep = "k";
-    REQUIRE(rsd_reconcile_begin(&r, &d, 1) == RSD_OK);
-    base = r.n_notices;
+    REQUIRE(rsd_reconcile_begin(r, &d, 1) == RSD_OK);
+    base = r->n_notices;
     CHECK_EQ_INT(base, 0);
     memset(line, 'x', 300);
     line[300] = '\0';
     for (i = 0; i < 3; i++) { /* 3 x 301 bytes, and 3 x 7 of subject "subj-N" */
         char subj[8];
         snprintf(subj, sizeof subj, "subj-%d", i);
-        rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, subj, "%d%s", i, line + 1);
-        REQUIRE(r.n_notices == i + 1);
-        CHECK_EQ_INT(strlen(r.notices[i].text), 300);
-        CHECK_EQ_INT(r.notices[i].text[0], '0' + i);
-        CHECK_EQ_STR(r.notices[i].subject, subj);
-        CHECK(!r.notices[i].text_cut);
+        rsd_reconcile_add_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, subj, "%d%s", i, line + 1);
+        REQUIRE(r->n_notices == i + 1);
+        CHECK_EQ_INT(strlen(r->notices[i].text), 300);
+        CHECK_EQ_INT(r->notices[i].text[0], '0' + i);
+        CHECK_EQ_STR(r->notices[i].subject, subj);
+        CHECK(!r->notices[i].text_cut);
     }
-    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "%s", line);
-    REQUIRE(r.n_notices == 4); /* 1024 - 924 = 100 bytes left: cut to 99 */
-    CHECK_EQ_INT(strlen(r.notices[3].text), 99);
-    CHECK(strncmp(r.notices[3].text, line, 99) == 0);
-    CHECK(r.notices[3].text_cut);
-    CHECK_EQ_STR(r.notices[3].subject, "");
-    CHECK_EQ_INT(r.ntext_used, r.ntext_cap);
-    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "more");
-    CHECK_EQ_INT(r.n_notices, 4);
-    CHECK_EQ_INT(r.notices_dropped, 1);
-    for (i = 0; i < r.n_notices; i++)
-        CHECK(r.notices[i].text >= r.ntext && r.notices[i].text + strlen(r.notices[i].text) < r.ntext + r.ntext_cap);
+    rsd_reconcile_add_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "%s", line);
+    REQUIRE(r->n_notices == 4); /* 1024 - 924 = 100 bytes left: cut to 99 */
+    CHECK_EQ_INT(strlen(r->notices[3].text), 99);
+    CHECK(strncmp(r->notices[3].text, line, 99) == 0);
+    CHECK(r->notices[3].text_cut);
+    CHECK_EQ_STR(r->notices[3].subject, "");
+    CHECK_EQ_INT(r->ntext_used, r->ntext_cap);
+    rsd_reconcile_add_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "more");
+    CHECK_EQ_INT(r->n_notices, 4);
+    CHECK_EQ_INT(r->result.notices_dropped, 1);
+    for (i = 0; i < r->n_notices; i++)
+        CHECK(r->notices[i].text >= r->ntext && r->notices[i].text + strlen(r->notices[i].text) < r->ntext + r->ntext_cap);
     /* the next begin empties it */
-    REQUIRE(rsd_reconcile_begin(&r, &d, 2) == RSD_OK);
-    CHECK_EQ_INT(r.ntext_used, 0);
-    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "%s", line);
-    CHECK_EQ_INT(strlen(r.notices[0].text), 300);
-    rsd_reconcile_release(&r);
+    REQUIRE(rsd_reconcile_begin(r, &d, 2) == RSD_OK);
+    CHECK_EQ_INT(r->ntext_used, 0);
+    rsd_reconcile_add_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "%s", line);
+    CHECK_EQ_INT(strlen(r->notices[0].text), 300);
+    rc_free(&r);
 }
 
 /* Caller storage of exactly the stated size: ids beyond the arena are cut off (truncated),
@@ -983,8 +1001,9 @@ static void test_ensurer_client_fits_one_ensure(void) {
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK_EQ_INT(rsd_ensurer_http(e)->nreqs, 2);
     CHECK_EQ_INT(rsd_ensurer_http(e)->nconns, 2);
-    CHECK_EQ_INT(e->m.rc.max_body, RSD_RECONCILE_BODY_BYTES); /* the answers' buffer: the reconcile's */
-    CHECK(e->m.rc.max_body < strlen(body));                    /* a listing is read as it arrives */
+    CHECK_EQ_INT(e->rc->max_body, RSD_RECONCILE_BODY_BYTES); /* the answers' buffer: the reconcile's */
+    CHECK(e->ans == e->rc->ans && e->ans_cap == e->rc->max_body);
+    CHECK(e->rc->max_body < strlen(body));                    /* a listing is read as it arrives */
     CHECK(rsd_ensurer_http(e)->desc.max_request_bytes >=
           (size_t)RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX);
     rsd_ensurer_destroy(e);
@@ -1100,7 +1119,7 @@ static void test_ensurer_for_one_runtime(void) {
     CHECK_EQ_INT(any - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_lms_machine)) +
                  rsdi_en_mem_bytes(RSD_STATE_ATTR_ARENA_DEFAULT) + rsdi_al8(sizeof(rsd_detect)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(e->m.rc.lms == NULL);
+    CHECK(e->rc->lms == NULL);
     CHECK(e->mem == NULL);
     memset(&q, 0, sizeof q);
     q.url = "http://127.0.0.1:9";
@@ -1120,7 +1139,7 @@ int main(int argc, char **argv) {
     RUN(test_manual_size_figures);
     RUN(test_cache_entry_text_is_never_overrun);
     RUN(test_own_last_uses_fit_their_text);
-    RUN(test_init_allocates_the_footprint_once);
+    RUN(test_init_in_the_callers_memory);
     RUN(test_ensurer_footprint_is_all_create_allocates);
     RUN(test_ensurer_mem_records);
     RUN(test_etcd_buffers_hold_what_the_arena_holds);
