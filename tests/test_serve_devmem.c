@@ -105,7 +105,15 @@ static const char *fake_lib(void) {
     return path;
 }
 
-static void gpu(const char *script) { write_file(g_nvml_file, script); }
+/* The fake device's script, replaced at once: written beside and renamed over, so that a
+   reading rsd-serve makes meanwhile never sees a half-written file (a torn "10737418240,4"
+   once read as 10 GiB free and made a lease ready with the wrong figure). */
+static void gpu(const char *script) {
+    char tmp[sizeof g_nvml_file + 8];
+    snprintf(tmp, sizeof tmp, "%s.new", g_nvml_file);
+    write_file(tmp, script);
+    if (rename(tmp, g_nvml_file) != 0) write_file(g_nvml_file, script);
+}
 
 /* A fake-NVML test's start: false (one skip line for test) without the library; else a
    fresh directory, the script file g_dir/file, path = g_dir/ini, and rsd-serve's
