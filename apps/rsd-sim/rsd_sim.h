@@ -1,7 +1,7 @@
 /* rsd_sim.h -- sans-I/O models of a llama.cpp router, a single-model llama-server, an
    Ollama server and an LM Studio server, faithful to spec/wire.md (section 5 checklist
    W1-W47) so the same client code works against them and against the real servers.
-   Used by examples/rsd-sim.c (the program), by tests and by benches. Not part of the
+   Used by apps/rsd-sim/rsd-sim.c (the program), by tests and by benches. Not part of the
    library: everything here is `static`, prefixed rsim_, C99 that also compiles as C++11.
 
    No sockets, no clock reads, no sleeps, no globals, no allocation: the caller owns

@@ -1,4 +1,4 @@
-/* rsd_serve.h -- the testable core of examples/rsd-serve.c: its configuration (INI file
+/* rsd_serve.h -- the testable core of apps/rsd-serve/rsd-serve.c: its configuration (INI file
    and command-line flags), argument splitting, and the scan of a request body for its
    "model". Pure: no I/O, no clock, no allocation (the caller owns the rsrv_config,
    about 470 KB: calloc it). Not part of the library: everything is `static`, prefixed

@@ -5,7 +5,7 @@
                  --model chat=/models/chat.gguf --ctx 8192 --pinned \
                  --model coder=/models/coder.gguf --ttl 300
 
-   Configuration: see examples/rsd_serve.h (INI file, flags). What parses but cannot
+   Configuration: see apps/rsd-serve/rsd_serve.h (INI file, flags). What parses but cannot
    work (rsrv_check: an unknown {placeholder}, a command without {port}, ...) is
    refused at start with FILE:LINE each. `--check` also checks the files (each model's
    binary and model file, as a start would) and prints the effective configuration as
@@ -335,7 +335,7 @@
    does not resolve included), 64 bad flags or configuration (the message names
    file:line), 66 the config file cannot be read or is a directory. */
 #define RESIDENCY_IMPLEMENTATION
-#include "../residency_http.h"
+#include "../../residency_http.h"
 #include "rsd_serve.h"
 #include "rsd_serve_affinity.h"
 #include "rsd_serve_kv.h"
@@ -5369,7 +5369,7 @@ static void usage(FILE *f) {
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
             "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--preload] [--aliases A,B]\n"
             "                  [--model-args \"A B\"] [--env \"A=1,B=2\"] [--model-max-queue N]]...\n"
-            "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
+            "The INI format is described at the top of apps/rsd-serve/rsd_serve.h and in README.md.\n"
             "--check: report what cannot work (FILE:LINE each), else print the effective configuration.\n"
             "--example-config: print every configuration key with its default and one line of help.\n"
             "SIGHUP or POST /_rsd/reload reloads the --config file.\n"

@@ -40,7 +40,7 @@
    instead of the state directory, shared by every host that uses the same server
    (RESIDENCY_COORD_USER / _PASSWORD / _TOKEN to log in). */
 #define RESIDENCY_IMPLEMENTATION
-#include "../residency_http.h"
+#include "../../residency_http.h"
 
 #include <errno.h>
 #include <stdio.h>
