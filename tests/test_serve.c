@@ -252,7 +252,7 @@ static void test_config_values(void) {
     CHECK(rsrv_parse_size("1T", 2, &b) && b == (uint64_t)1 << 40);
     CHECK(!rsrv_parse_size("", 0, &b));
     CHECK(!rsrv_parse_size("G", 1, &b));
-    CHECK(!rsrv_parse_size("1.5G", 4, &b));
+    CHECK(rsrv_parse_size("1.5G", 4, &b) && b == (uint64_t)3 << 29); /* fractions: apps/rsd_app.h */
     CHECK(!rsrv_parse_size("-1", 2, &b));
     CHECK(!rsrv_parse_size("99999999999999999999999", 23, &b));
     CHECK(!rsrv_parse_size("300000T", 7, &b)); /* over RSD_POOL_MAX_BYTES */

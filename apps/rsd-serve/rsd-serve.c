@@ -1480,30 +1480,6 @@ static void answer_affinity(srv *s, rsd_http_sreq_h h) {
     else respond_json(s, h, 200, s->out, (size_t)n);
 }
 
-static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* Percent-decodes p[0..e) into out (NUL-terminated; '+' is a blank when plus); its
-   length, or -1 when it is badly encoded or does not fit cap. */
-static int pct_decode(const char *q, const char *e, bool plus, char *out, size_t cap) {
-    size_t n = 0;
-    for (; q < e; q++) {
-        char c = *q;
-        if (c == '+' && plus) c = ' ';
-        else if (c == '%') {
-            int hi = q + 2 < e ? hexval(q[1]) : -1, lo = q + 2 < e ? hexval(q[2]) : -1;
-            if (hi < 0 || lo < 0) return -1;
-            c = (char)(hi * 16 + lo);
-            q += 2;
-        }
-        if (n + 1 >= cap) return -1;
-        out[n++] = c;
-    }
-    out[n] = 0;
-    return (int)n;
-}
-
 /* Query parameter `name` (percent-decoded) as rsrv_body_model reports it: 1 found,
    0 absent, -2 too long or badly encoded. */
 static int query_param(rsd_str target, const char *name, char *out, size_t cap, size_t *out_len) {
@@ -1513,7 +1489,7 @@ static int query_param(rsd_str target, const char *name, char *out, size_t cap, 
     for (q++; q < end;) {
         const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
         if ((size_t)(e - q) > nl && !memcmp(q, name, nl) && q[nl] == '=') {
-            int n = pct_decode(q + nl + 1, e, true, out, cap);
+            int n = rapp_pct_decode(q + nl + 1, (size_t)(e - q - nl - 1), true, out, cap);
             if (n < 0) return -2;
             *out_len = (size_t)n;
             return 1;
@@ -3115,7 +3091,7 @@ static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t n
     const char *p = ev->head->target.ptr + 11, *e = ev->head->target.ptr + ev->head->target.len;
     const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
     char id[RSRV_ID_MAX * 3];
-    int n = pct_decode(p, q ? q : e, false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
+    int n = rapp_pct_decode(p, (size_t)((q ? q : e) - p), false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
     if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models_known(s, ev->req, now, m); return; }
     /* the body a completion for that name gets (one shape for one meaning) */
     respond_unknown_model(s, ev->req, n < 0 ? "(bad id)" : n >= RSRV_ID_MAX ? "(too long)" : id);
