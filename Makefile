@@ -25,14 +25,17 @@ TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
 FUZZ_NAMES := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 REPLAYS    := $(patsubst %,$(B)/fuzz/replay_%,$(FUZZ_NAMES))
 EXAMPLES   := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
+# The programs users run (apps/NAME/NAME.c) and the tools (tools/NAME.c), built into build/bin.
+APPS       := $(patsubst apps/%/,$(B)/bin/%,$(dir $(wildcard apps/*/*.c)))
+TOOLS      := $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
 HEADERS    := residency.h residency_http.h
-# Project-only helper headers (tests and examples include them).
-AUXH       := $(wildcard tests/*.h examples/*.h fuzz/*.h)
+# Project-only helper headers (tests, examples and the programs include them).
+AUXH       := $(wildcard tests/*.h apps/*.h apps/*/*.h fuzz/*.h)
 
 FUZZ_SECS ?= 60
 T ?= $(FUZZ_NAMES)
 
-.PHONY: test unit compile-matrix symbols manual replay readme examples fuzz bench clean demo install uninstall install-test
+.PHONY: test unit compile-matrix symbols manual replay readme examples apps fuzz bench clean demo install uninstall install-test
 .DEFAULT_GOAL := test
 
 # unit first: with -j its builds are asked for first, so that its suites (which mostly
@@ -67,10 +70,11 @@ $(B)/tests/libfake_nvml.so: tests/fake_nvml.c | $(B)/tests
 	$(CC) -std=c99 $(CWARN) -g -shared -fPIC $< -o $@
 $(B)/tests/test_devmem $(B)/tests/test_serve_devmem: $(B)/tests/libfake_nvml.so
 
-# Tests may spawn the example programs (simulators), so those are built first. TEST_JOBS
-# suites run at once (tests/run.sh): they mostly wait on loopback servers and children.
+# Tests may spawn the programs (rsd-sim, rsd-serve, rsd-ensure, rsd-http) and the examples,
+# so those are built first. TEST_JOBS suites run at once (tests/run.sh): they mostly wait on
+# loopback servers and children.
 TEST_JOBS ?= 4
-unit: $(TESTS) $(EXAMPLES)
+unit: $(TESTS) $(EXAMPLES) $(APPS) $(TOOLS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  RSD_TEST_JOBS=$(TEST_JOBS) sh tests/run.sh $(TESTS)
 
@@ -117,11 +121,17 @@ fuzz: | $(B)/fuzz
 	  test -z "$$(ls $(B)/fuzz/crash-* $(B)/fuzz/leak-* $(B)/fuzz/timeout-* 2>/dev/null)" || exit 1; \
 	done
 
-# ---- examples (with https:// through mbedTLS when its header is installed) ------------
+# ---- examples, programs and tools (https:// through mbedTLS when its header is installed) --
+# make apps: the programs and tools (build/bin); make examples: those and the examples.
 $(B)/examples/%: examples/%.c $(AUXH) $(HEADERS) | $(B)/examples
 	$(CC) $(EX_CFLAGS) $(TLS_CFLAGS) $< -o $@ $(TLS_LIBS)
+$(foreach a,$(notdir $(APPS)),$(eval $(B)/bin/$(a): apps/$(a)/$(a).c))
+$(TOOLS): $(B)/bin/%: tools/%.c
+$(APPS) $(TOOLS): $(AUXH) $(HEADERS) | $(B)/bin
+	$(CC) $(EX_CFLAGS) $(TLS_CFLAGS) $(filter %.c,$^) -o $@ $(TLS_LIBS)
 
-examples: $(EXAMPLES)
+apps: $(APPS) $(TOOLS)
+examples: $(EXAMPLES) apps
 
 # ---- benchmarks: each bench/*.mk adds its runs to BENCH_RUNS --------------------
 BENCH_RUNS :=
@@ -166,15 +176,15 @@ INSTALLED  := $(PROGRAMS:%=$(BINDIR)/%) $(HEADERS:%=$(INCLUDEDIR)/residency/%) \
               $(DATADIR)/residency/LICENSE
 SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g' \
                   -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(V_MAJOR)|g' -e 's|@MINOR@|$(V_MINOR)|g'
-install: $(PROGRAMS:%=$(B)/examples/%) | $(B)/dist
+install: $(PROGRAMS:%=$(B)/bin/%) | $(B)/dist
 	@test -n "$(VERSION)" || { echo "install: no RSD_VERSION_STRING in residency.h"; exit 1; }
 	$(SUBST) dist/residency.pc.in > $(B)/dist/residency.pc
 	$(SUBST) dist/residency-config-version.cmake.in > $(B)/dist/residency-config-version.cmake
 	$(SUBST) dist/rsd-serve.service.in > $(B)/dist/rsd-serve.service
-	$(B)/examples/rsd-serve --example-config > $(B)/dist/serve.ini.example
+	$(B)/bin/rsd-serve --example-config > $(B)/dist/serve.ini.example
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR)/residency $(DESTDIR)$(PKGCONFIGDIR) \
 	  $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DATADIR)/residency
-	install -m 755 $(PROGRAMS:%=$(B)/examples/%) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(PROGRAMS:%=$(B)/bin/%) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/residency/
 	install -m 644 $(B)/dist/residency.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	install -m 644 dist/residency-config.cmake $(B)/dist/residency-config-version.cmake $(DESTDIR)$(CMAKEDIR)/
@@ -187,10 +197,10 @@ uninstall:
 
 # Installs into a temporary DESTDIR, builds examples/minimal.c against it (pkg-config,
 # find_package, add_subdirectory), runs the installed programs, uninstalls.
-install-test: $(PROGRAMS:%=$(B)/examples/%)
+install-test: $(PROGRAMS:%=$(B)/bin/%)
 	@sh tests/install.sh "$(CC)" "$(CWARN)" "$(MAKE)"
 
-$(B) $(B)/tests $(B)/fuzz $(B)/examples $(B)/compile $(B)/readme $(B)/bench $(B)/dist:
+$(B) $(B)/tests $(B)/fuzz $(B)/examples $(B)/bin $(B)/compile $(B)/readme $(B)/bench $(B)/dist:
 	@mkdir -p $@
 
 clean:
@@ -199,8 +209,8 @@ clean:
 # ---- demo: the main job on a real llama-server when one is found, else on the simulators ---
 # Builds only the programs the demo runs, in parallel (DEMO_JOBS at once, default: the
 # number of CPUs) unless make itself was given -j.
-DEMO_EXAMPLES := $(patsubst %,$(B)/examples/%,rsd-sim rsd-ensure rsd-serve rsd-http tiny-gguf)
+DEMO_BINS := $(patsubst %,$(B)/bin/%,rsd-sim rsd-ensure rsd-serve rsd-http tiny-gguf)
 DEMO_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 demo:
-	@$(MAKE) --no-print-directory $(if $(findstring -j,$(MAKEFLAGS)),,-j$(DEMO_JOBS)) $(DEMO_EXAMPLES)
-	@sh examples/demo.sh
+	@$(MAKE) --no-print-directory $(if $(findstring -j,$(MAKEFLAGS)),,-j$(DEMO_JOBS)) $(DEMO_BINS)
+	@sh tools/demo.sh

@@ -669,7 +669,7 @@
            not fit beside the models running while a slot is free: it clamps
            that start's -c (and shrinks its reservation by the KV given up)
            instead of evicting, only when the result is not floored; else it
-           evicts as without the clamp (examples/rsd-serve.c, "Context fit"). Never above the request; a
+           evicts as without the clamp (apps/rsd-serve/rsd-serve.c, "Context fit"). Never above the request; a
            product past 2^64 never fits. out = { context, fits, kv_bytes (of
            context, padded), by_bytes, clamped, floored }. The floor: 4096
            tokens is the context below which a chat model is of little use

@@ -38,7 +38,7 @@
 enum { SESSIONS = 8, TURNS = 10, IN_FLIGHT = 4, HIST = 16384, LEASE_RUNS = 7 };
 
 static char g_bin[1024], g_dir[512];
-static const char *g_serve_bin = "build/examples/rsd-serve", *g_sim_bin = "build/examples/rsd-sim";
+static const char *g_serve_bin = "build/bin/rsd-serve", *g_sim_bin = "build/bin/rsd-sim";
 static rsd_json_tok g_toks[8192];
 
 static void die(const char *what) {
@@ -358,7 +358,7 @@ int main(int argc, char **argv) {
     bool have_real;
     signal(SIGPIPE, SIG_IGN);
     if (getenv("RSD_SERVE")) g_serve_bin = getenv("RSD_SERVE");
-    if (access(g_serve_bin, X_OK) != 0 || access(g_sim_bin, X_OK) != 0) die("build the examples first (make examples)");
+    if (access(g_serve_bin, X_OK) != 0 || access(g_sim_bin, X_OK) != 0) die("build the programs first (make apps)");
     have_real = real_find(g_bin, sizeof g_bin, why, sizeof why) == 0;
     if (real_models(g_dir, sizeof g_dir) != 0) die("cannot write the tiny models");
     {

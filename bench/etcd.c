@@ -103,7 +103,7 @@ static double swaps(const char *coord, const char *state, const char *url, int n
 }
 
 int main(void) {
-    const char *sim_argv[] = {"build/examples/rsd-sim", "--runtime", "router", "--port", "0", "--models-max", "1",
+    const char *sim_argv[] = {"build/bin/rsd-sim", "--runtime", "router", "--port", "0", "--models-max", "1",
                               "--load-ms", "5", "--unload-ms", "1", "--model", "id=a", "--model", "id=b", NULL};
     char tmp[] = "/tmp/rsd-bench-etcd-XXXXXX", bin[512], sdir[300], cmd[320];
     double el[5], fl[5], a, b, sw_e, sw_f;
@@ -140,7 +140,7 @@ int main(void) {
     rsd_etcd_destroy(co);
     rsd_state_close(st);
     if (listen_proc_start(&sim, sim_argv, -1) != 0) {
-        printf("bench-etcd: rsd-sim did not start (make examples)\n");
+        printf("bench-etcd: rsd-sim did not start (make apps)\n");
         return 1;
     }
     snprintf(sdir, sizeof sdir, "%s/swap-etcd", tmp);

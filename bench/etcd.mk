@@ -6,5 +6,5 @@ BENCH_RUNS += bench-etcd
 $(B)/bench/etcd: bench/etcd.c bench/bench_util.h tests/etcd_harness.h tests/listen_proc.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/etcd.c -o $@
 
-bench-etcd: $(B)/bench/etcd $(B)/examples/rsd-sim
+bench-etcd: $(B)/bench/etcd $(B)/bin/rsd-sim
 	@$(B)/bench/etcd

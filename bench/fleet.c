@@ -1,6 +1,6 @@
 /* bench/fleet.c -- readiness overshoot: how long after a model server starts answering
    GET /health with 200 does the fleet report READY (and grant the waiting request)?
-   The child is build/examples/rsd-sim in llama-server mode with --print-ready-ms: at
+   The child is build/bin/rsd-sim in llama-server mode with --print-ready-ms: at
    the instant /health turns 200 it prints that instant (CLOCK_MONOTONIC, the clock the
    fleet runs on; llama-server logs "model loaded" at that moment too). Load times vary
    from run to run (150..1350 ms, fixed pseudo-random sequence), RUNS starts.
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 enum { RUNS = 20 };
 
 static double now_us(void) {

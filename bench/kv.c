@@ -198,7 +198,7 @@ static bool round_on(int port, int r, figures *f) {
 
 static int serve_start(listen_proc *p, const char *name, bool kv) {
     char ini[700], text[4096], logp[700];
-    const char *argv[] = {"build/examples/rsd-serve", "--config", ini, NULL};
+    const char *argv[] = {"build/bin/rsd-serve", "--config", ini, NULL};
     int fd, r;
     FILE *f;
     snprintf(ini, sizeof ini, "%s/%s.ini", g_dir, name);

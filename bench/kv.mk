@@ -8,7 +8,7 @@ BENCH_RUNS += bench-kv
 $(B)/bench/kv: bench/kv.c bench/bench_util.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/kv.c -o $@
 
-bench-kv: $(B)/bench/kv $(B)/examples/rsd-serve
+bench-kv: $(B)/bench/kv $(B)/bin/rsd-serve
 	@$(B)/bench/kv
 
 # The same with two models of the shape of a real 0.5B one (about 530 MB each, written and
@@ -16,5 +16,5 @@ bench-kv: $(B)/bench/kv $(B)/examples/rsd-serve
 # on a CPU without AVX (three of them: the first turns on kv and the router, and the router's
 # re-prefill), so not part of `make bench`; `build/bench/kv 0p5b 5` runs 5 rounds on kv and plain.
 .PHONY: bench-kv-0p5b
-bench-kv-0p5b: $(B)/bench/kv $(B)/examples/rsd-serve
+bench-kv-0p5b: $(B)/bench/kv $(B)/bin/rsd-serve
 	@$(B)/bench/kv 0p5b

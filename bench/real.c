@@ -15,7 +15,7 @@
       GET /models/sse in a forked process of this bench stamps it with CLOCK_MONOTONIC)
       to the ensure returning, over loads from an empty router; ours and upstream's
       replay interleaved load by load.
-   3. rsd-serve (build/examples/rsd-serve, the same llama-server as its children, the
+   3. rsd-serve (build/bin/rsd-serve, the same llama-server as its children, the
       same tiny models, max_models 2) beside the llama.cpp router itself (--models-max 2):
       added latency per non-streaming chat (through the front vs straight to its own
       child for that model, medians, interleaved), time to first byte of a streamed chat
@@ -29,7 +29,7 @@
    2-core machine a tiny model took ~500 ms per token (spinning threads), with one ~0.05 ms.
    The machine may be shared: these are wall-clock figures; the load average is printed.
    usage: real [FIGURES]   ("3" = figure 3 only; default "123"). rsd-serve is
-   $RSD_SERVE or build/examples/rsd-serve ($RSD_SERVE=a:b:c: a, with b and c measured
+   $RSD_SERVE or build/bin/rsd-serve ($RSD_SERVE=a:b:c: a, with b and c measured
    beside it in the cold swaps, interleaved swap by swap, to compare builds); its log is
    kept in the run's temp dir and its tail printed when a request through it failed.
    $RSD_SWAPS: cold swaps per side (default 21, at most 201). */
@@ -1034,7 +1034,7 @@ int main(int argc, char **argv) {
     static f1_result f1[UP_PATHS];
     static f2_result f2;
     static char serve_list[4096];
-    const char *serve_bin = "build/examples/rsd-serve";
+    const char *serve_bin = "build/bin/rsd-serve";
     const char *which = argc > 1 ? argv[1] : "123";
     char why[512], ini[700], state[700], cache[700], text[4096];
     int k;

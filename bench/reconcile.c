@@ -45,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 
 #include "bench_util.h"
 #include "upstream.h"
@@ -89,7 +89,7 @@ static void sim_start(sim_proc *s, const char *const *args) {
     argv[n++] = g_router_gen;
     for (i = 0; args[i] && n < 94; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    if (access(SIM_BIN, X_OK) != 0) die("%s not built (make build/examples/rsd-sim)", SIM_BIN);
+    if (access(SIM_BIN, X_OK) != 0) die("%s not built (make build/bin/rsd-sim)", SIM_BIN);
     i = listen_proc_start(&lp, argv, -1);
     s->pid = g_sim_pid = lp.pid;
     if (i != 0) die("rsd-sim did not start: %s", lp.line);

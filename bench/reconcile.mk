@@ -10,5 +10,5 @@ BENCH_RUNS += bench-reconcile
 $(B)/bench/reconcile: bench/reconcile.c bench/upstream.h bench/bench_util.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/reconcile.c -o $@
 
-bench-reconcile: $(B)/bench/reconcile $(B)/examples/rsd-sim
+bench-reconcile: $(B)/bench/reconcile $(B)/bin/rsd-sim
 	@if command -v taskset >/dev/null 2>&1; then taskset -c 1 $(B)/bench/reconcile; else $(B)/bench/reconcile; fi

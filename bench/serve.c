@@ -4,7 +4,7 @@
    over its own kept-alive connection (rsd_http_client, blocking wrapper), in the same
    run. ours = median latency through rsd-serve, peer = median latency direct;
    the added latency is their difference (target <= 0.2 ms).
-   usage: bench_serve build/examples/rsd-serve build/examples/rsd-sim */
+   usage: bench_serve build/bin/rsd-serve build/bin/rsd-sim */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 #include "bench_util.h"

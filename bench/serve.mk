@@ -2,6 +2,6 @@
 # through rsd-serve vs calling its llama-server child (rsd-sim) directly, same run.
 .PHONY: bench-serve
 BENCH_RUNS += bench-serve
-bench-serve: $(B)/examples/rsd-serve $(B)/examples/rsd-sim | $(B)/bench
+bench-serve: $(B)/bin/rsd-serve $(B)/bin/rsd-sim | $(B)/bench
 	$(CC) -std=c99 -O2 -DNDEBUG -I. $(CWARN) bench/serve.c -o $(B)/bench/bench_serve
-	$(B)/bench/bench_serve $(B)/examples/rsd-serve $(B)/examples/rsd-sim
+	$(B)/bench/bench_serve $(B)/bin/rsd-serve $(B)/bin/rsd-sim

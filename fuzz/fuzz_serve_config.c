@@ -1,5 +1,5 @@
 /* libFuzzer target for rsd-serve's configuration parser and request-body scan
-   (examples/rsd_serve.h).
+   (apps/rsd-serve/rsd_serve.h).
    Build: make fuzz T=serve_config FUZZ_SECS=60
    Input: the whole input is an INI config file, and also a request body.
    Invariants (abort on violation):
@@ -12,7 +12,7 @@
      rsd_json_parse and the root's last "model" member. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
-#include "../examples/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve.h"
 #include <stdio.h>
 #include <stdlib.h>
 

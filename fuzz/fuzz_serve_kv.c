@@ -1,4 +1,4 @@
-/* libFuzzer target for rsd-serve's kv cache readers (examples/rsd_serve_kv.h): the
+/* libFuzzer target for rsd-serve's kv cache readers (apps/rsd-serve/rsd_serve_kv.h): the
    sidecar (rsrv_kv_meta_read), the file names (rsrv_kv_parse_name) and the child's
    /slots, save/restore and /props answers (rsrv_kv_cached_slots, rsrv_kv_member_int,
    rsrv_kv_build).
@@ -12,8 +12,8 @@
    - build_info is NUL-terminated inside its buffer with no line break. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
-#include "../examples/rsd_serve_kv.h"
+#include "../apps/rsd-serve/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve_kv.h"
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* libFuzzer target for rsd-serve's memory figures (examples/rsd_serve_mem.h): the record
+/* libFuzzer target for rsd-serve's memory figures (apps/rsd-serve/rsd_serve_mem.h): the record
    kept in state_dir (rsrv_mem_read) and a start's parameters read from its arguments
    (rsrv_mem_params_args over the input split at NUL bytes and blanks).
    Build: make fuzz T=serve_mem FUZZ_SECS=60
@@ -9,9 +9,9 @@
      NUL-terminated inside their buffers. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
-#include "../examples/rsd_serve_kv.h"
-#include "../examples/rsd_serve_mem.h"
+#include "../apps/rsd-serve/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve_kv.h"
+#include "../apps/rsd-serve/rsd_serve_mem.h"
 #include <stdio.h>
 #include <stdlib.h>
 

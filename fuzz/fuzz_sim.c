@@ -1,4 +1,4 @@
-/* libFuzzer target for the simulators (examples/rsd_sim.h): the input is a script of
+/* libFuzzer target for the simulators (apps/rsd-sim/rsd_sim.h): the input is a script of
    requests against one runtime.
    Build: make fuzz T=sim FUZZ_SECS=60
    Input: byte 0 picks the runtime (b % 4), option set (b / 4 % 4) and router generation
@@ -17,7 +17,7 @@
    answer buffer are allocated once, not per input. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 #include "fuzz_oracle.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
 #   armhf  arm-linux-gnueabihf-gcc   qemu-arm-static       32-bit size_t and long, strict alignment
 #   s390x  s390x-linux-gnu-gcc       qemu-s390x-static     big-endian: the portable byte loops
 # No sanitizers (qemu-user runs neither runtime). The programs a test starts (rsd-sim,
-# rsd-serve, rsd-ensure, llama-server) are the host's own build/examples and binaries:
+# rsd-serve, rsd-ensure, llama-server) are the host's own build/bin and binaries:
 # the code under test is the cross-built library inside the test, talking to them over
 # loopback. Without the compiler or qemu: one line saying so, and "0 passed, 0 failed".
 ARCH=$1; CWARN=$2

@@ -5,8 +5,8 @@
        tp_temp_dir(name, out, cap)   a new directory /tmp/rsd-test-NAME.XXXXXX
                                      (Windows: %TEMP%\rsd-test-NAME.PID.N); 0 or -1
        tp_remove_tree(dir)           removes a directory tp_temp_dir made, recursively
-       tp_exe(name)                  build/examples/NAME (Windows: build/win/bin/NAME.exe,
-                                     where tests/windows.sh builds the examples)
+       tp_exe(name)                  build/bin/NAME (Windows: build/win/bin/NAME.exe,
+                                     where tests/windows.sh builds the programs)
        tp_runnable(path)             the program exists (and is executable on POSIX)
        tp_exe_cmd(name)              tp_exe for a popen() command line (Windows: cmd.exe
                                      wants backslashes)
@@ -94,7 +94,7 @@ TP_FN const char *tp_exe(const char *name) {
 #if defined(_WIN32)
     snprintf(p, 256, "build/win/bin/%s.exe", name);
 #else
-    snprintf(p, 256, "build/examples/%s", name);
+    snprintf(p, 256, "build/bin/%s", name);
 #endif
     return p;
 }

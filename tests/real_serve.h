@@ -36,7 +36,7 @@ static int real_serve_setup(void) {
     signal(SIGPIPE, SIG_IGN);
     (void)real_start; /* the router starter: not used by these tests */
     if (access(SERVE_BIN, X_OK) != 0) {
-        printf("  %s missing: run `make examples` first\n", SERVE_BIN);
+        printf("  %s missing: run `make apps` first\n", SERVE_BIN);
         rsdt_failed++;
         return -1;
     }

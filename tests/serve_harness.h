@@ -1,4 +1,4 @@
-/* serve_harness.h -- running build/examples/rsd-serve for the loopback tests (test_serve,
+/* serve_harness.h -- running build/bin/rsd-serve for the loopback tests (test_serve,
    rsd-sim children) and the real-server tests (test_real_serve, llama-server children):
    start it and read its listening line, stop it, talk HTTP to it, read GET /status, and
    raw sockets for streaming and disconnects. Not part of the library. Include after
@@ -8,7 +8,7 @@
 #ifndef RSD_TESTS_SERVE_HARNESS_H
 #define RSD_TESTS_SERVE_HARNESS_H
 #ifndef SERVE_BIN
-#define SERVE_BIN "build/examples/rsd-serve"
+#define SERVE_BIN "build/bin/rsd-serve"
 #endif
 #if defined(__GNUC__) || defined(__clang__)
 #define SH_FN static __attribute__((unused)) /* a test file uses what it needs */

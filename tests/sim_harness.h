@@ -1,4 +1,4 @@
-/* sim_harness.h -- the loopback tests' side of build/examples/rsd-sim: start it on port
+/* sim_harness.h -- the loopback tests' side of build/bin/rsd-sim: start it on port
    0 (its first stdout line names the port; see listen_proc.h), GET from it, and read its
    own request log (GET /_sim/log) so tests count requests instead of timing them.
    Define before including: SIM_BIN (the program) and SIM_RUNTIME ("router",
@@ -39,7 +39,7 @@ static void sim_stop(sim_proc *s) { (void)listen_proc_stop(s); }
 #define SIM_REQUIRE_BUILT()                                                  \
     do {                                                                     \
         if (!tp_runnable(SIM_BIN)) {                                         \
-            printf("%s missing: run make examples first\n", SIM_BIN);        \
+            printf("%s missing: run make apps first\n", SIM_BIN);        \
             printf("0 passed, 1 failed\n");                                  \
             return 1;                                                        \
         }                                                                    \

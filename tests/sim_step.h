@@ -1,11 +1,11 @@
-/* sim_step.h -- the reconciler tests' one fake server: examples/rsd_sim.h in-process, no
+/* sim_step.h -- the reconciler tests' one fake server: apps/rsd-sim/rsd_sim.h in-process, no
    sockets. sim_http answers one HTTP step of the reconcile with the simulator S on the
    simulated clock NOW: a deferred answer (a load that takes load_ms, a load waiting for
    its victim to stop) advances NOW to when the simulator gives it, or to the step's
    timeout (then RSD_ERR_TIMEOUT); a hung one is a timeout too. The body is in RB.
    sim_post sends S a POST of another client (or of a test's world), whose answer nobody
    reads. sim_list_fault injects a test's faults into the listing GETs.
-   Include after residency.h, examples/rsd_sim.h and rsd_test.h. Not part of the library. */
+   Include after residency.h, apps/rsd-sim/rsd_sim.h and rsd_test.h. Not part of the library. */
 #ifndef RSD_TESTS_SIM_STEP_H
 #define RSD_TESTS_SIM_STEP_H
 

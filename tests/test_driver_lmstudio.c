@@ -1,5 +1,5 @@
 /* test_driver_lmstudio.c -- the LM Studio reconcile (rsd_reconcile_* with rsd_runtime_lmstudio())
-   against LM Studio as examples/rsd_sim.h models it (in-process, no sockets, simulated clock;
+   against LM Studio as apps/rsd-sim/rsd_sim.h models it (in-process, no sockets, simulated clock;
    tests/sim_step.h): the context-fit clamp, REST residency, instance resolution, long loads,
    one unload at a time, restores, the re-list under the lock, and hostile catalogs (degrade,
    never mutate). Instance ids are the wire's: a first instance is named by its key, an LM Link
@@ -11,7 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 #include "rsd_test.h"
 #include "sim_step.h"
 #include <stdarg.h>

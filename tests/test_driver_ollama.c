@@ -1,5 +1,5 @@
 /* test_driver_ollama.c -- the Ollama runtime (rsd_runtime_ollama) on the sans-I/O
-   reconcile driver, against Ollama as examples/rsd_sim.h models it (in-process, no
+   reconcile driver, against Ollama as apps/rsd-sim/rsd_sim.h models it (in-process, no
    sockets, simulated clock; tests/sim_step.h): the listing, releasing only our
    stragglers, keep_alive and num_ctx, observe, timeouts, restores, the re-list under the
    lock, the cache, and hostile /api/ps payloads, which degrade to observe and never
@@ -10,7 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 #include "rsd_test.h"
 #include "sim_step.h"
 /* The model the reconcile attributed to us ("" when none). */

@@ -1,5 +1,5 @@
 /* test_driver_router.c -- the sans-I/O reconcile driver against a llama.cpp router as
-   examples/rsd_sim.h models it (in-process, no sockets, simulated clock; tests/sim_step.h):
+   apps/rsd-sim/rsd_sim.h models it (in-process, no sockets, simulated clock; tests/sim_step.h):
    upstream cases 6.2, 6.3, 6.4, the L26-L28 request sequences, and the W fixes. Every
    test runs twice: on build 10116 (the July router measured in wire.md 6) and on the
    later generation (rsd-sim --router-gen later, wire.md 7). The July hazards (an unload
@@ -14,7 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 #include "rsd_test.h"
 #include "sim_step.h"
 

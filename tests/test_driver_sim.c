@@ -1,12 +1,12 @@
 /* test_driver_sim.c -- the llama.cpp router driver against the router simulator
-   (examples/rsd_sim.h), no sockets: every HTTP step goes through rsim_handle, waits
+   (apps/rsd-sim/rsd_sim.h), no sockets: every HTTP step goes through rsim_handle, waits
    advance the simulated clock, deferred answers come from rsim_pull. */
 /* The public API only: linked with the implementation built once (tests/impl.sh); the
    feature macros are the ones the implementation sets. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 #include "rsd_test.h"
 #include "sim_step.h"
 

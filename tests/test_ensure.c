@@ -1,5 +1,5 @@
 /* test_ensure.c -- the drive module (rsd_ensurer) over loopback against the simulator
-   program build/examples/rsd-sim (spawned with --port 0; its first stdout line names the
+   program build/bin/rsd-sim (spawned with --port 0; its first stdout line names the
    port). Request sequences are checked in the simulator's own request log (GET
    /_sim/log), never by wall-clock speed. Nothing here sleeps: the tests wait on pipes,
    sockets (poll inside rsd_ensurer_run) and waitpid. */
@@ -1128,7 +1128,7 @@ static void test_state_write_failure_warns(void) {
     if (pid == 0) {
         close(fds[0]);
         if (dup2(fds[1], 1) < 0 || limit_file_writes() != 0) _exit(120);
-        execl("build/examples/rsd-ensure", "rsd-ensure", "--url", s.url, "--model", "b", "--runtime", "llamacpp",
+        execl("build/bin/rsd-ensure", "rsd-ensure", "--url", s.url, "--model", "b", "--runtime", "llamacpp",
               "--state-dir", dir, "--json", (char *)NULL);
         _exit(127);
     }

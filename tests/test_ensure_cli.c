@@ -1,4 +1,4 @@
-/* test_ensure_cli.c -- build/examples/rsd-ensure as a product: --help and --version,
+/* test_ensure_cli.c -- build/bin/rsd-ensure as a product: --help and --version,
    options named in errors, the exit codes scripts tell apart (unreachable, not a model
    server, observe-only and not resident, an API key wanted), plain words for each,
    --list on every runtime, an unknown model answered with the ids the server serves,
@@ -27,10 +27,10 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 #define SIM_RUNTIME "router"
-#define ENSURE_BIN "build/examples/rsd-ensure"
-#define HTTP_BIN "build/examples/rsd-http"
+#define ENSURE_BIN "build/bin/rsd-ensure"
+#define HTTP_BIN "build/bin/rsd-http"
 #include "sim_harness.h"
 #include "real_server.h"
 #include "state_dir.h"
@@ -301,7 +301,7 @@ static void test_unreachable(void) {
     CHECK(strstr(g_out, "\"exit_code\":5") != NULL);
     SHOW_ON_FAIL();
 #ifdef RSD_HTTP_MBEDTLS
-    /* mbedTLS is installed (the tests build with it): so are the examples, and an https
+    /* mbedTLS is installed (the tests build with it): so are the programs, and an https
        URL is tried, not refused by the build */
     snprintf(url, sizeof url, "https://127.0.0.1:%d", port);
     snprintf(want, sizeof want, "server unreachable: connection refused (%s)\n", url);
@@ -1291,7 +1291,7 @@ int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
     if (access(ENSURE_BIN, X_OK) != 0 || access(SIM_BIN, X_OK) != 0) {
-        printf("%s or %s missing (make examples)\n1 passed, 1 failed\n", ENSURE_BIN, SIM_BIN);
+        printf("%s or %s missing (make apps)\n1 passed, 1 failed\n", ENSURE_BIN, SIM_BIN);
         return 1;
     }
     g_real = real_find(REAL_BIN, sizeof REAL_BIN, why, sizeof why) == 0;

@@ -1,5 +1,5 @@
 /* test_ensure_lms.c -- LM Studio through the drive module (rsd_ensurer) and the rsd-ensure
-   program, over loopback against build/examples/rsd-sim --runtime lmstudio (spawned with
+   program, over loopback against build/bin/rsd-sim --runtime lmstudio (spawned with
    --port 0; its first stdout line names the port). Request sequences are read from the
    simulator's own log (GET /_sim/log), never from wall-clock speed; nothing sleeps: the
    tests wait on pipes, sockets (poll inside rsd_ensurer_run) and waitpid. */

@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 #define SIM_RUNTIME "router"
 #include "sim_harness.h"
 #include "etcd_harness.h"
@@ -1276,7 +1276,7 @@ int main(int argc, char **argv) {
         return RSD_TEST_END();
     }
     if (access(SIM_BIN, X_OK) != 0) {
-        printf("%s missing: run make examples first\n", SIM_BIN);
+        printf("%s missing: run make apps first\n", SIM_BIN);
         return 1;
     }
     snprintf(g_tmp, sizeof g_tmp, "%s/rsd-etcd-state-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

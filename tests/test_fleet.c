@@ -1,5 +1,5 @@
 /* test_fleet.c -- rsd_fleet (the pool running real processes) with real children:
-   build/examples/rsd-sim in llama-server mode (/health 503 while loading, then 200;
+   build/bin/rsd-sim in llama-server mode (/health 503 while loading, then 200;
    /_sim/crash; fail=1 loads exit 1), plus a missing binary and a taken port.
    Time is the real monotonic clock; nothing sleeps: every wait is poll() on
    rsd_fleet_pollfds until the awaited event, with a generous bound (TTL is driven by
@@ -1519,7 +1519,7 @@ int main(int argc, char **argv) {
 #endif
     tp_net_init();
     if (!tp_runnable(SIM_BIN)) {
-        printf("  %s missing: run `make examples` first\n", SIM_BIN);
+        printf("  %s missing: run `make apps` first\n", SIM_BIN);
         rsdt_failed++;
         return RSD_TEST_END();
     }

@@ -1,6 +1,6 @@
 /* test_fleet_soak.c -- rsd_fleet under load with real children: N requests (default
    10,000; RSD_FLEET_SOAK_N overrides) across 5 models with 2 resident processes
-   (build/examples/rsd-sim in llama-server mode), 8 requests in flight at once. Each
+   (build/bin/rsd-sim in llama-server mode), 8 requests in flight at once. Each
    request: rsd_fleet_acquire -> GRANT -> one HTTP exchange with the child over
    loopback (rsd_http_client) -> rsd_fleet_release. Models change in bursts so
    processes are evicted and respawned many times. Checks: every request ends in
@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 #endif
     if (!tp_runnable(SIM_BIN)) {
-        printf("  %s missing: run `make examples` first\n", SIM_BIN);
+        printf("  %s missing: run `make apps` first\n", SIM_BIN);
         rsdt_failed++;
         return RSD_TEST_END();
     }

@@ -1,4 +1,4 @@
-/* test_hostile.c -- rsd-serve (build/examples/rsd-serve, an rsd-sim llama-server child)
+/* test_hostile.c -- rsd-serve (build/bin/rsd-serve, an rsd-sim llama-server child)
    under hostile clients, end to end: a full connection table of slow uploads (a
    complete head, then a body trickling in) does not shut a normal client out. The
    hostile clients are bounded in number (the table size plus a few) and in time (a few
@@ -29,8 +29,8 @@
 
 #include "listen_proc.h"
 
-#define SERVE_BIN "build/examples/rsd-serve"
-#define SIM_BIN "build/examples/rsd-sim"
+#define SERVE_BIN "build/bin/rsd-serve"
+#define SIM_BIN "build/bin/rsd-sim"
 
 enum {
     SERVE_CONNS = 64,   /* rsd-serve's downstream connection table */

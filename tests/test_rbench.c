@@ -1,4 +1,4 @@
-/* test_rbench.c -- what bench/reconcile.c relies on in the simulator (examples/rsd_sim.h):
+/* test_rbench.c -- what bench/reconcile.c relies on in the simulator (apps/rsd-sim/rsd_sim.h):
    GET /_sim/log lists every model with the instant it last became loaded ("models":
    [{id, state, loads, loaded_ms}]), on the clock the adapter passes. Driven with a fake
    clock: no sockets, no sleeps. */
@@ -7,7 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 #include "rsd_test.h"
 
 static rsim *S;

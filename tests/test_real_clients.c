@@ -37,7 +37,7 @@
 #include "real_serve.h"
 #include "listen_proc.h"
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 
 static char g_node[1024];        /* node, found on PATH */
 static char g_node_modules[900]; /* $RSD_NODE_CLIENTS */
@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
     }
     REAL_SKIP_OR_FIND(g_bin);
     if (access(SIM_BIN, X_OK) != 0) {
-        printf("  %s missing: run `make examples` first\n", SIM_BIN);
+        printf("  %s missing: run `make apps` first\n", SIM_BIN);
         rsdt_failed++;
         return RSD_TEST_END();
     }

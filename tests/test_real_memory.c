@@ -1,5 +1,5 @@
 /* test_real_memory.c -- what each model costs, with REAL llama-server children of
-   rsd-serve (build/examples/rsd-serve) on tiny models made on the spot: the figure
+   rsd-serve (build/bin/rsd-serve) on tiny models made on the spot: the figure
    rsd-serve learns once a child is ready is exactly what that child reported of its
    buffers (the child also writes its log to a file, --log-file, which the test reads
    with rsd_llama_log_line), it is kept in state_dir and counts from the first byte

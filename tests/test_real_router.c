@@ -360,7 +360,7 @@ static void test_four_concurrent_processes(void) {
         if (pids[i] == 0) {
             int fd = open(out[i], O_WRONLY | O_CREAT | O_TRUNC, 0600);
             if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
-            execl("build/examples/rsd-ensure", "rsd-ensure", "--url", S.url, "--model", models[i], "--state-dir",
+            execl("build/bin/rsd-ensure", "rsd-ensure", "--url", S.url, "--model", models[i], "--state-dir",
                   STATE, "--timeout-ms", "100000", "--json", (char *)NULL);
             _exit(127);
         }
@@ -599,7 +599,7 @@ static int run_prog_in_state(const char *prog, const char *const *args, char *ou
 }
 
 static int run_cli(const char *const *args, char *out, size_t cap) {
-    return run_prog_in_state("build/examples/rsd-ensure", args, out, cap);
+    return run_prog_in_state("build/bin/rsd-ensure", args, out, cap);
 }
 
 /* ==== router D: no tags, --models-max 3 ============================================ */
@@ -624,7 +624,7 @@ static void test_lru_victim(void) {
     if (busy == 0) {
         int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
-        execl("build/examples/rsd-http", "rsd-http", "-s", "-d",
+        execl("build/bin/rsd-http", "rsd-http", "-s", "-d",
               "{\"model\":\"tiny-a\",\"max_tokens\":200,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
               url, (char *)NULL);
         _exit(127);

@@ -1,4 +1,4 @@
-/* test_real_serve.c -- rsd-serve (build/examples/rsd-serve) with REAL llama-server
+/* test_real_serve.c -- rsd-serve (build/bin/rsd-serve) with REAL llama-server
    children (single-model mode, -m FILE) on tiny models made on the spot: chat routed by
    model, streaming, LRU eviction of the idle one, requests after the child's 5 s
    keep-alive closed the idle upstream socket, the child's own slot count bounding what

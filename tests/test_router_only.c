@@ -1,6 +1,6 @@
 /* test_router_only.c -- the ensurer built as bench/size.sh's router-only program is
    (RSD_NO_LMSTUDIO, RSD_NO_OLLAMA, RSD_NO_ETCD, RSD_NO_HTTP_SERVER, RSD_NO_PROC,
-   RSD_NO_DETECT, RSD_NO_DEVMEM, RSD_NO_SERVE_LEASE), over loopback against build/examples/rsd-sim as a
+   RSD_NO_DETECT, RSD_NO_DEVMEM, RSD_NO_SERVE_LEASE), over loopback against build/bin/rsd-sim as a
    llama.cpp router:
    what those macros leave out is refused in plain words, and what they keep (the load,
    the swap of a model it loaded itself, the attribution in the state directory, the

@@ -1,6 +1,6 @@
-/* test_serve.c -- rsd-serve: its configuration parser (examples/rsd_serve.h, pure) and
-   the program itself (build/examples/rsd-serve) with rsd-sim llama-server children
-   (build/examples/rsd-sim --runtime server as the llama_server binary). The program
+/* test_serve.c -- rsd-serve: its configuration parser (apps/rsd-serve/rsd_serve.h, pure) and
+   the program itself (build/bin/rsd-serve) with rsd-sim llama-server children
+   (build/bin/rsd-sim --runtime server as the llama_server binary). The program
    prints "rsd-serve: listening on http://127.0.0.1:PORT" first on stdout; the tests
    read that line from a pipe and then talk HTTP to it. Nothing sleeps: waits are
    blocking reads on pipes and sockets, waitpid, or bounded polls of GET /status. */
@@ -9,7 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve.h"
 #include "rsd_test.h"
 
 #include <dirent.h>
@@ -30,9 +30,9 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#define SERVE_BIN "build/examples/rsd-serve"
-#define SIM_BIN "build/examples/rsd-sim"
-#define ENSURE_BIN "build/examples/rsd-ensure"
+#define SERVE_BIN "build/bin/rsd-serve"
+#define SIM_BIN "build/bin/rsd-sim"
+#define ENSURE_BIN "build/bin/rsd-ensure"
 
 static rsrv_config g_cfg, g_cfg2;
 static char g_ini[1 << 16];
@@ -396,7 +396,7 @@ static void test_config_values(void) {
     CHECK(rsrv_parse_size("1T", 2, &b) && b == (uint64_t)1 << 40);
     CHECK(!rsrv_parse_size("", 0, &b));
     CHECK(!rsrv_parse_size("G", 1, &b));
-    CHECK(!rsrv_parse_size("1.5G", 4, &b));
+    CHECK(rsrv_parse_size("1.5G", 4, &b) && b == (uint64_t)3 << 29); /* fractions: apps/rsd_app.h */
     CHECK(!rsrv_parse_size("-1", 2, &b));
     CHECK(!rsrv_parse_size("99999999999999999999999", 23, &b));
     CHECK(!rsrv_parse_size("300000T", 7, &b)); /* over RSD_POOL_MAX_BYTES */

@@ -1,12 +1,12 @@
 /* test_serve_affinity.c -- rsd-serve's locked host, session affinity and KV ownership,
    exclusive requests, listing fields and leases: the pure policies of
-   examples/rsd_serve_affinity.h, then the program with rsd-sim llama-server children
-   (build/examples/rsd-sim --runtime server). Nothing sleeps: waits are blocking reads
+   apps/rsd-serve/rsd_serve_affinity.h, then the program with rsd-sim llama-server children
+   (build/bin/rsd-sim --runtime server). Nothing sleeps: waits are blocking reads
    or bounded polls of rsd-serve's own endpoints. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
-#include "../examples/rsd_serve_affinity.h"
+#include "../apps/rsd-serve/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve_affinity.h"
 #include "rsd_test.h"
 
 #include <dirent.h>
@@ -26,8 +26,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#define SERVE_BIN "build/examples/rsd-serve"
-#define SIM_BIN "build/examples/rsd-sim"
+#define SERVE_BIN "build/bin/rsd-serve"
+#define SIM_BIN "build/bin/rsd-sim"
 #include "serve_harness.h"
 #include "ensure_code.h"
 

@@ -11,7 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve.h"
 #include "rsd_test.h"
 
 #include <dirent.h>
@@ -33,10 +33,10 @@
 #include <unistd.h>
 
 #ifndef SERVE_BIN
-#define SERVE_BIN "build/examples/rsd-serve"
+#define SERVE_BIN "build/bin/rsd-serve"
 #endif
-#define SIM_BIN "build/examples/rsd-sim"
-#define ENSURE_BIN "build/examples/rsd-ensure"
+#define SIM_BIN "build/bin/rsd-sim"
+#define ENSURE_BIN "build/bin/rsd-ensure"
 #include "real_server.h"
 #include "serve_harness.h"
 

@@ -27,7 +27,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 #include "serve_harness.h"
 
 static void test_stream_cut_when_child_dies(void) {

@@ -1,4 +1,4 @@
-/* test_serve_devmem.c -- rsd-serve's vram_budget = auto: the keys (examples/rsd_serve.h,
+/* test_serve_devmem.c -- rsd-serve's vram_budget = auto: the keys (apps/rsd-serve/rsd_serve.h,
    pure), then the program with rsd-sim llama-server children reading a fake NVML
    (tests/fake_nvml.c, build/tests/libfake_nvml.so, through $RESIDENCY_NVML) whose
    figures the test rewrites in a file between requests: the budget at start (total less
@@ -10,7 +10,7 @@
    waits are bounded polls of rsd-serve's own endpoints. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve.h"
 #include "rsd_test.h"
 
 #include <dirent.h>
@@ -29,8 +29,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#define SERVE_BIN "build/examples/rsd-serve"
-#define SIM_BIN "build/examples/rsd-sim"
+#define SERVE_BIN "build/bin/rsd-serve"
+#define SIM_BIN "build/bin/rsd-sim"
 #include "serve_harness.h"
 #include "tiny_gguf.h"
 #include "ensure_code.h"

@@ -1,7 +1,7 @@
 /* test_serve_kv.c -- rsd-serve's kv cache (kv_cache_dir): first the pure parts
-   (examples/rsd_serve_kv.h: the sidecar, the file names, the /slots reading, the
+   (apps/rsd-serve/rsd_serve_kv.h: the sidecar, the file names, the /slots reading, the
    config keys), then the program with rsd-sim llama-server children
-   (build/examples/rsd-sim --runtime server, which saves and restores its slots'
+   (build/bin/rsd-sim --runtime server, which saves and restores its slots'
    simulated KV with llama-server's answers): a save before an eviction (0700 directory,
    0600 files), a restore on return (the next turn's timings count only its new
    tokens), a key mismatch, a corrupt and a truncated file, kv_cache_bytes, a save
@@ -11,8 +11,8 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
-#include "../examples/rsd_serve_kv.h"
+#include "../apps/rsd-serve/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve_kv.h"
 #include "rsd_test.h"
 
 #include <dirent.h>
@@ -33,9 +33,9 @@
 #include <unistd.h>
 
 #include "serve_harness.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 
 /* ---- pure parts --------------------------------------------------------------------- */
 static void test_kv_meta(void) {

@@ -1,5 +1,5 @@
 /* test_serve_memory.c -- what each model costs in rsd-serve: first the pure parts
-   (examples/rsd_serve_mem.h: a start's parameters from its arguments, the record kept
+   (apps/rsd-serve/rsd_serve_mem.h: a start's parameters from its arguments, the record kept
    in state_dir, the state_dir key), then the program with rsd-sim llama-server children
    that print llama-server's -lv 4 buffer lines (rsd-sim --buffers) and tiny GGUF files
    (tests/tiny_gguf.h): the estimate from the header before anything ran, the child's
@@ -12,9 +12,9 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
-#include "../examples/rsd_serve_kv.h"
-#include "../examples/rsd_serve_mem.h"
+#include "../apps/rsd-serve/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve_kv.h"
+#include "../apps/rsd-serve/rsd_serve_mem.h"
 #include "rsd_test.h"
 
 #include <dirent.h>
@@ -34,7 +34,7 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 #include "serve_harness.h"
 #include "tiny_gguf.h"
 

@@ -1,8 +1,8 @@
 /* test_serve_ops.c -- rsd-serve as an operated service: --check, per-model env and
    preload, host names in listen, ?autoload=false, the real exit status of a failed
    start, command models without the global args, bounded queues, reload (SIGHUP and
-   POST /_rsd/reload) and the watchdog. The program (build/examples/rsd-serve) runs
-   rsd-sim llama-server children (build/examples/rsd-sim --runtime server) or small
+   POST /_rsd/reload) and the watchdog. The program (build/bin/rsd-serve) runs
+   rsd-sim llama-server children (build/bin/rsd-sim --runtime server) or small
    shell wrappers around them. Nothing sleeps: waits are pipe reads, waitpid, or bounded
    polls of GET /status and of files the children write. */
 /* The public API only: linked with the implementation built once (tests/impl.sh); the
@@ -10,7 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
-#include "../examples/rsd_serve.h"
+#include "../apps/rsd-serve/rsd_serve.h"
 #include "rsd_test.h"
 
 #include <dirent.h>
@@ -30,8 +30,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#define SERVE_BIN "build/examples/rsd-serve"
-#define SIM_BIN "build/examples/rsd-sim"
+#define SERVE_BIN "build/bin/rsd-serve"
+#define SIM_BIN "build/bin/rsd-sim"
 #include "serve_harness.h"
 
 static rsrv_config g_cfg, g_cfg2;

@@ -1,11 +1,11 @@
-/* The simulators' server models (examples/rsd_sim.h), driven directly with a fake clock:
+/* The simulators' server models (apps/rsd-sim/rsd_sim.h), driven directly with a fake clock:
    no sockets, no sleeps. Test names carry the wire.md section 5 checklist numbers. */
 /* The public API only: linked with the implementation built once (tests/impl.sh); the
    feature macros are the ones the implementation sets. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
 #include "../residency.h"
-#include "../examples/rsd_sim.h"
+#include "../apps/rsd-sim/rsd_sim.h"
 #include "rsd_test.h"
 
 static rsim *S;

@@ -1,4 +1,4 @@
-/* rsd-sim over loopback: spawns build/examples/rsd-sim on port 0, reads the port from
+/* rsd-sim over loopback: spawns build/bin/rsd-sim on port 0, reads the port from
    its "listening on" line, talks HTTP/1.1 to it with plain sockets, stops it with
    SIGTERM. Everything the program adds to rsd_sim.h (wiring, deferred answers, streams,
    exit codes) is checked here; the behaviour itself is in test_sim.c. */
@@ -21,7 +21,7 @@
 
 extern char **environ;
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN "build/bin/rsd-sim"
 
 typedef struct simproc {
     pid_t pid;

@@ -1,7 +1,8 @@
 #!/bin/sh
-# make test-windows: every tests/test_*.c and examples/*.c cross-compiled for Windows
-# x86-64 with mingw-w64 (-O1, warnings are errors, static so no DLL is needed) and the
-# tests run under wine, then one total line "N passed, N failed" (tests/run.sh).
+# make test-windows: every tests/test_*.c, examples/*.c, apps/*/*.c and tools/*.c
+# cross-compiled for Windows x86-64 with mingw-w64 (-O1, warnings are errors, static so
+# no DLL is needed) and the tests run under wine, then one total line "N passed, N failed"
+# (tests/run.sh).
 # No sanitizers (mingw has none). Tests that start a program (rsd-sim, rsd-ensure)
 # start the .exe built here (RSD_TEST_EXE_DIR). Without the compiler or wine: one line
 # saying so, and "0 passed, 0 failed".
@@ -51,9 +52,9 @@ for src in tests/test_*.c; do
   case " $skip " in *" $t "*) echo "test-windows: $t not built for Windows (see tests/windows.sh)"; continue ;; esac
   srcs="$srcs $src"
 done
-for src in examples/*.c; do srcs="$srcs $src"; done
+for src in examples/*.c apps/*/*.c tools/*.c; do srcs="$srcs $src"; done
 # The implementation is built once for the tests that only use the public API
-# (tests/impl.sh), first; the examples each build their own.
+# (tests/impl.sh), first; the examples and programs each build their own.
 export CC CWARN B
 build() { # sources...: each built alone unless up to date
   printf '%s\n' "$@" | xargs -P "${JOBS:-2}" -n 1 sh -c '
@@ -65,7 +66,7 @@ build() { # sources...: each built alone unless up to date
                i=$(impl_of "$0"); [ "$i" = own ] || link=$B/bin/impl_$i.o ;;
       *) out=$B/bin/$t.exe; how=""; libs="-lws2_32 -lshell32" ;;
     esac
-    [ -f "$out" ] && [ -z "$(find "$0" $link residency.h residency_http.h tests/*.h examples/*.h \
+    [ -f "$out" ] && [ -z "$(find "$0" $link residency.h residency_http.h tests/*.h apps/*.h apps/*/*.h \
         -newer "$out" 2>/dev/null)" ] && exit 0  # up to date
     $CC -std=c99 $CWARN -O1 -g -static -I. $how "$0" $link -o "$out" $libs 2>"$B/bin/$t.err" ||
       { cat "$B/bin/$t.err"; echo "test-windows: $t does not build"; exit 255; }'

@@ -1,7 +1,7 @@
 /* rsd_sim.h -- sans-I/O models of a llama.cpp router, a single-model llama-server, an
    Ollama server and an LM Studio server, faithful to spec/wire.md (section 5 checklist
    W1-W47) so the same client code works against them and against the real servers.
-   Used by examples/rsd-sim.c (the program), by tests and by benches. Not part of the
+   Used by apps/rsd-sim/rsd-sim.c (the program), by tests and by benches. Not part of the
    library: everything here is `static`, prefixed rsim_, C99 that also compiles as C++11.
 
    No sockets, no clock reads, no sleeps, no globals, no allocation: the caller owns
@@ -115,6 +115,7 @@
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "../rsd_app.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define RSIM_FN static __attribute__((unused))
@@ -529,61 +530,21 @@ RSIM_FN bool rsim_eqn(const char *a, size_t an, const char *b) {
 
 RSIM_FN bool rsim_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-/* Parses a byte size: "123", "4G", "1.5GB", "512M", "2KiB". 0 on error. */
+/* A byte size as rapp_parse_size reads it ("123", "4G", "1.5GB", "512M", "2KiB"). 0 on error. */
 RSIM_FN uint64_t rsim_parse_size(const char *s) {
-    double v = 0, frac = 0, scale = 1;
-    bool any = false;
-    uint64_t mul = 1;
-    for (; *s >= '0' && *s <= '9'; s++, any = true) v = v * 10 + (*s - '0');
-    if (*s == '.') {
-        for (s++; *s >= '0' && *s <= '9'; s++, any = true) { scale /= 10; frac += (*s - '0') * scale; }
-    }
-    if (!any) return 0;
-    switch (*s) {
-    case 'k': case 'K': mul = 1024ull; s++; break;
-    case 'm': case 'M': mul = 1024ull * 1024; s++; break;
-    case 'g': case 'G': mul = 1024ull * 1024 * 1024; s++; break;
-    case 't': case 'T': mul = 1024ull * 1024 * 1024 * 1024; s++; break;
-    default: break;
-    }
-    if (*s == 'i') s++;
-    if (*s == 'B' || *s == 'b') s++;
-    if (*s || (v + frac) * (double)mul >= 1.8e19) return 0;
-    return (uint64_t)((v + frac) * (double)mul);
+    uint64_t v;
+    return rapp_parse_size(s, strlen(s), UINT64_MAX, &v) ? v : 0;
 }
 
-/* Go duration ("5m", "1h30m", "300ms", "-1s", "0") or a bare JSON number of seconds when
-   `bare_seconds`. Returns true and *ms (negative = forever) or false on a bad string. */
+/* Go duration as rapp_parse_duration reads it ("5m", "1h30m", "300ms", "0"), or a bare
+   JSON number of seconds when `bare_seconds`, after an optional sign: a negative one is
+   forever ("-1s", "-5m": *ms = -1; "-0" is 0). False on a bad string. */
 RSIM_FN bool rsim_parse_duration(const char *s, size_t n, bool bare_seconds, int64_t *ms) {
-    double total = 0;
-    bool neg = false, any = false;
-    size_t i = 0;
-    if (i < n && (s[i] == '-' || s[i] == '+')) { neg = s[i] == '-'; i++; }
-    if (i == n) return false;
-    if (n - i == 1 && s[i] == '0') { *ms = 0; return true; }
-    while (i < n) {
-        double v = 0, scale = 1;
-        bool digits = false;
-        double unit;
-        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits = true) v = v * 10 + (s[i] - '0');
-        if (i < n && s[i] == '.') for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++, digits = true) { scale /= 10; v += (s[i] - '0') * scale; }
-        if (!digits) return false;
-        if (i == n) {
-            if (!bare_seconds || any) return false;
-            unit = 1000;
-        } else if (i + 1 < n && s[i] == 'm' && s[i + 1] == 's') { unit = 1; i += 2; }
-        else if (i + 1 < n && s[i] == 'u' && s[i + 1] == 's') { unit = 0.001; i += 2; }
-        else if (i + 1 < n && s[i] == 'n' && s[i + 1] == 's') { unit = 0.000001; i += 2; }
-        else if (s[i] == 'h') { unit = 3600000.0; i++; }
-        else if (s[i] == 'm') { unit = 60000.0; i++; }
-        else if (s[i] == 's') { unit = 1000.0; i++; }
-        else return false;
-        total += v * unit;
-        any = true;
-    }
-    if (total > 9e18) total = 9e18;
-    *ms = neg ? -1 : (int64_t)total;
-    if (neg && total == 0) *ms = 0;
+    bool neg = n && s[0] == '-';
+    uint64_t v;
+    if (n && (s[0] == '-' || s[0] == '+')) { s++; n--; }
+    if (!rapp_parse_duration(s, n, bare_seconds, (uint64_t)INT64_MAX, &v)) return false;
+    *ms = neg && v ? -1 : (int64_t)v;
     return true;
 }
 
@@ -2950,7 +2911,8 @@ typedef struct rsim_ctx {
     const rsim_req *q;
 } rsim_ctx;
 
-/* Query parameter `key` (percent-decoded); false when absent. */
+/* Query parameter `key`, percent-decoded (a value that does not decode or fit: as sent, cut
+   to cap); false when absent. */
 RSIM_FN bool rsim_query(const rsim_ctx *c, const char *key, char *out, size_t cap) {
     const char *p = c->query;
     size_t kl = strlen(key);
@@ -2958,16 +2920,8 @@ RSIM_FN bool rsim_query(const rsim_ctx *c, const char *key, char *out, size_t ca
         size_t n = strcspn(p, "&");
         if (n >= kl && !strncmp(p, key, kl) && (p[kl] == '=' || n == kl)) {
             const char *v = p + kl + (p[kl] == '=' ? 1 : 0);
-            size_t o = 0;
-            while (v < p + n && o + 1 < cap) {
-                if (*v == '%' && v + 2 < p + n + 1 && v + 2 <= p + n - 0) {
-                    char hx[3];
-                    hx[0] = v[1]; hx[1] = v[2]; hx[2] = 0;
-                    out[o++] = (char)strtol(hx, NULL, 16);
-                    v += 3;
-                } else { out[o++] = *v == '+' ? ' ' : *v; v++; }
-            }
-            out[o] = 0;
+            size_t vn = (size_t)(p + n - v);
+            if (rapp_pct_decode(v, vn, true, out, cap) < 0) rsim_cpy(out, cap, v, vn); /* kept as sent */
             rsim_utf8_fix(out);
             return true;
         }

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tests/tiny_gguf.h"
+#include "../tests/tiny_gguf.h"
 
 int main(int argc, char **argv) {
     char path[1200];

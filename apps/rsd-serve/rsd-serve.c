@@ -5,7 +5,7 @@
                  --model chat=/models/chat.gguf --ctx 8192 --pinned \
                  --model coder=/models/coder.gguf --ttl 300
 
-   Configuration: see examples/rsd_serve.h (INI file, flags). What parses but cannot
+   Configuration: see apps/rsd-serve/rsd_serve.h (INI file, flags). What parses but cannot
    work (rsrv_check: an unknown {placeholder}, a command without {port}, ...) is
    refused at start with FILE:LINE each. `--check` also checks the files (each model's
    binary and model file, as a start would) and prints the effective configuration as
@@ -336,7 +336,7 @@
    does not resolve included), 64 bad flags or configuration (the message names
    file:line), 66 the config file cannot be read or is a directory. */
 #define RESIDENCY_IMPLEMENTATION
-#include "../residency_http.h"
+#include "../../residency_http.h"
 #include "rsd_serve.h"
 #include "rsd_serve_affinity.h"
 #include "rsd_serve_kv.h"
@@ -1481,30 +1481,6 @@ static void answer_affinity(srv *s, rsd_http_sreq_h h) {
     else respond_json(s, h, 200, s->out, (size_t)n);
 }
 
-static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* Percent-decodes p[0..e) into out (NUL-terminated; '+' is a blank when plus); its
-   length, or -1 when it is badly encoded or does not fit cap. */
-static int pct_decode(const char *q, const char *e, bool plus, char *out, size_t cap) {
-    size_t n = 0;
-    for (; q < e; q++) {
-        char c = *q;
-        if (c == '+' && plus) c = ' ';
-        else if (c == '%') {
-            int hi = q + 2 < e ? hexval(q[1]) : -1, lo = q + 2 < e ? hexval(q[2]) : -1;
-            if (hi < 0 || lo < 0) return -1;
-            c = (char)(hi * 16 + lo);
-            q += 2;
-        }
-        if (n + 1 >= cap) return -1;
-        out[n++] = c;
-    }
-    out[n] = 0;
-    return (int)n;
-}
-
 /* Query parameter `name` (percent-decoded) as rsrv_body_model reports it: 1 found,
    0 absent, -2 too long or badly encoded. */
 static int query_param(rsd_str target, const char *name, char *out, size_t cap, size_t *out_len) {
@@ -1514,7 +1490,7 @@ static int query_param(rsd_str target, const char *name, char *out, size_t cap, 
     for (q++; q < end;) {
         const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
         if ((size_t)(e - q) > nl && !memcmp(q, name, nl) && q[nl] == '=') {
-            int n = pct_decode(q + nl + 1, e, true, out, cap);
+            int n = rapp_pct_decode(q + nl + 1, (size_t)(e - q - nl - 1), true, out, cap);
             if (n < 0) return -2;
             *out_len = (size_t)n;
             return 1;
@@ -3118,7 +3094,7 @@ static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t n
     const char *p = ev->head->target.ptr + 11, *e = ev->head->target.ptr + ev->head->target.len;
     const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
     char id[RSRV_ID_MAX * 3];
-    int n = pct_decode(p, q ? q : e, false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
+    int n = rapp_pct_decode(p, (size_t)((q ? q : e) - p), false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
     if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models_known(s, ev->req, now, m); return; }
     /* the body a completion for that name gets (one shape for one meaning) */
     respond_unknown_model(s, ev->req, n < 0 ? "(bad id)" : n >= RSRV_ID_MAX ? "(too long)" : id);
@@ -5350,7 +5326,7 @@ static void usage(FILE *f) {
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
             "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--preload] [--aliases A,B]\n"
             "                  [--model-args \"A B\"] [--env \"A=1,B=2\"] [--model-max-queue N]]...\n"
-            "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
+            "The INI format is described at the top of apps/rsd-serve/rsd_serve.h and in README.md.\n"
             "--check: report what cannot work (FILE:LINE each), else print the effective configuration.\n"
             "--example-config: print every configuration key with its default and one line of help.\n"
             "SIGHUP or POST /_rsd/reload reloads the --config file.\n"

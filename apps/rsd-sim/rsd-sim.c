@@ -39,7 +39,7 @@
                           buffer then CPU_Mapped): CUDA0 makes them a GPU's
    (--idle-close-ms is an rsd_sim.h option: router and server mode default to 5000.) */
 #define RESIDENCY_IMPLEMENTATION
-#include "../residency_http.h"
+#include "../../residency_http.h"
 #include "rsd_sim.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* rsd_serve.h -- the testable core of examples/rsd-serve.c: its configuration (INI file
+/* rsd_serve.h -- the testable core of apps/rsd-serve/rsd-serve.c: its configuration (INI file
    and command-line flags), argument splitting, and the scan of a request body for its
    "model". Pure: no I/O, no clock, no allocation (the caller owns the rsrv_config,
    about 470 KB: calloc it). Not part of the library: everything is `static`, prefixed
@@ -151,7 +151,8 @@
    Values run to the end of the line, trimmed; "quotes" and backslashes in args,
    command and llama_server group words as in a shell (no expansion; on Windows a
    backslash escapes only a double quote, so paths keep theirs). Durations are seconds, or a
-   number with ms/s/m/h. Every model needs `model` or `command`. Ids and aliases are
+   number with ms/s/m/h ("1.5s", "1h30m" too); sizes may have a fraction ("1.5G"); both as
+   apps/rsd_app.h reads them. Every model needs `model` or `command`. Ids and aliases are
    unique across all models. Any other line, key, section, duplicate key or bad value
    is an error "FILE:LINE: message".
 
@@ -179,6 +180,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../rsd_app.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define RSRV_FN static __attribute__((unused))
@@ -322,46 +324,18 @@ RSRV_FN bool rsrv_parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out
     return true;
 }
 
-/* Bytes: digits with an optional K/M/G/T suffix (binary; "KB", "KiB", "k" all work)
-   and an optional trailing B. Up to RSD_POOL_MAX_BYTES. */
+/* Bytes as rapp_parse_size reads them ("512", "4K", "3MiB", "1.5G"), up to
+   RSD_POOL_MAX_BYTES. */
 RSRV_FN bool rsrv_parse_size(const char *s, size_t n, uint64_t *out) {
-    size_t k = 0;
-    uint64_t v, mul = 1;
-    while (k < n && s[k] >= '0' && s[k] <= '9') k++;
-    if (!rsrv_parse_u64(s, k, RSD_POOL_MAX_BYTES, &v)) return false;
-    if (k < n) {
-        switch (s[k]) {
-        case 'k': case 'K': mul = (uint64_t)1 << 10; k++; break;
-        case 'm': case 'M': mul = (uint64_t)1 << 20; k++; break;
-        case 'g': case 'G': mul = (uint64_t)1 << 30; k++; break;
-        case 't': case 'T': mul = (uint64_t)1 << 40; k++; break;
-        default: break;
-        }
-        if (mul > 1 && k < n && s[k] == 'i') k++;
-        if (k < n && (s[k] == 'B' || s[k] == 'b')) k++;
-        if (k != n) return false;
-    }
-    if (v && mul > RSD_POOL_MAX_BYTES / v) return false;
-    *out = v * mul;
-    return true;
+    return rapp_parse_size(s, n, RSD_POOL_MAX_BYTES, out);
 }
 
-/* Duration: seconds, or digits with ms/s/m/h. Up to 0xFFFFFFFE ms. */
+/* Duration as rapp_parse_duration reads it, a number alone in seconds ("30", "250ms",
+   "2h", "1h30m"), up to 0xFFFFFFFE ms. */
 RSRV_FN bool rsrv_parse_duration(const char *s, size_t n, uint32_t *ms) {
-    size_t k = 0;
-    uint64_t v, mul = 1000;
-    while (k < n && s[k] >= '0' && s[k] <= '9') k++;
-    if (!rsrv_parse_u64(s, k, 0xFFFFFFFEu, &v)) return false;
-    if (k < n) {
-        size_t rest = n - k;
-        if (rest == 2 && s[k] == 'm' && s[k + 1] == 's') mul = 1;
-        else if (rest == 1 && s[k] == 's') mul = 1000;
-        else if (rest == 1 && s[k] == 'm') mul = 60000;
-        else if (rest == 1 && s[k] == 'h') mul = 3600000;
-        else return false;
-    }
-    if (v && mul > 0xFFFFFFFEu / v) return false;
-    *ms = (uint32_t)(v * mul);
+    uint64_t v;
+    if (!rapp_parse_duration(s, n, true, 0xFFFFFFFEu, &v)) return false;
+    *ms = (uint32_t)v;
     return true;
 }
 

@@ -40,7 +40,8 @@
    instead of the state directory, shared by every host that uses the same server
    (RESIDENCY_COORD_USER / _PASSWORD / _TOKEN to log in). */
 #define RESIDENCY_IMPLEMENTATION
-#include "../residency_http.h"
+#include "../../residency_http.h"
+#include "../rsd_app.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -173,25 +174,6 @@ static int parse_u32(const char *s, uint32_t *out) {
     v = strtoul(s, &end, 10);
     if (errno || *end || v > 0xFFFFFFFFul || s[0] == '-') return -1;
     *out = (uint32_t)v;
-    return 0;
-}
-
-/* A byte count: digits and an optional K/M/G/T (binary) suffix. */
-static int parse_bytes(const char *s, uint64_t *out) {
-    char *end;
-    unsigned long long v;
-    int shift = 0;
-    if (!s || !*s || s[0] == '-') return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    if (*end == 'K' || *end == 'k') shift = 10;
-    else if (*end == 'M' || *end == 'm') shift = 20;
-    else if (*end == 'G' || *end == 'g') shift = 30;
-    else if (*end == 'T' || *end == 't') shift = 40;
-    if (shift) end++;
-    if (*end || !v || (shift && v > (~0ull >> shift))) return -1;
-    *out = (uint64_t)v << shift;
     return 0;
 }
 
@@ -566,7 +548,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--quiet")) quiet = true;
         else if (!strcmp(a, "--verbose")) g_verbose = 1;
         else if (!strcmp(a, "--list")) list = true;
-        else if (!strcmp(a, "--free-bytes")) { NEEDV(); if (parse_bytes(v, &q.free_bytes)) return bad_usage(a, "not a byte count (N, or N with K, M, G or T)"); }
+        else if (!strcmp(a, "--free-bytes")) { NEEDV(); if (!rapp_parse_size(v, strlen(v), UINT64_MAX, &q.free_bytes) || !q.free_bytes) return bad_usage(a, "not a byte count (N, or N with K, M, G or T)"); }
         else if (!strcmp(a, "--release")) { NEEDV(); release = v; }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(); return 0; }
         else if (!strcmp(a, "--version")) { printf("rsd-ensure (residency.h) %s\n", RSD_VERSION_STRING); return 0; }

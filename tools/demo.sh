@@ -2,24 +2,24 @@
 # make demo -- residency.h keeping models resident on a llama.cpp router.
 # With a real llama-server ($LLAMA_SERVER, else ../shared/llama.cpp/bin/llama-server beside
 # the repository, else llama-server on PATH; RSD_DEMO_SIM=1 skips the search) it runs against
-# the real thing, on tiny random-weight models written on the spot by build/examples/tiny-gguf
+# the real thing, on tiny random-weight models written on the spot by build/bin/tiny-gguf
 # (they load in milliseconds; their answers are garbage text). Without one,
-# build/examples/rsd-sim plays the router (300 ms loads). Either way: capacity 2, two models
-# pinned by their preset tags, on a free loopback port; build/examples/rsd-ensure asks it for
+# build/bin/rsd-sim plays the router (300 ms loads). Either way: capacity 2, two models
+# pinned by their preset tags, on a free loopback port; build/bin/rsd-ensure asks it for
 # models. Every step checks its exit code and the resident list afterwards; any surprise fails
 # the demo. No network or GPU.
-# Part 2: build/examples/rsd-serve runs a pool of llama-server processes (the real one, or
+# Part 2: build/bin/rsd-serve runs a pool of llama-server processes (the real one, or
 # rsd-sim playing it) behind one port, at most two at a time; requests go through
-# build/examples/rsd-http.
+# build/bin/rsd-http.
 set -u
 B=${B:-build}
-SIM=$B/examples/rsd-sim
-ENSURE=$B/examples/rsd-ensure
-SERVE=$B/examples/rsd-serve
-HTTP=$B/examples/rsd-http
-TINY=$B/examples/tiny-gguf
+SIM=$B/bin/rsd-sim
+ENSURE=$B/bin/rsd-ensure
+SERVE=$B/bin/rsd-serve
+HTTP=$B/bin/rsd-http
+TINY=$B/bin/tiny-gguf
 for p in "$SIM" "$ENSURE" "$SERVE" "$HTTP" "$TINY"; do
-    [ -x "$p" ] || { echo "demo: $p is missing (run: make examples)" >&2; exit 1; }
+    [ -x "$p" ] || { echo "demo: $p is missing (run: make apps)" >&2; exit 1; }
 done
 
 # The real llama-server, if there is one (the same search as the real-server tests).
