@@ -17,7 +17,7 @@ static void make_state_dir(const char *name) { (void)tp_temp_dir(name, g_state_d
 
 static void remove_state_dir(void) { tp_remove_tree(g_state_dir); }
 
-static void empty_state_dir(void) {
+TP_FN void empty_state_dir(void) { /* not every test uses it */
     if (!g_state_dir[0]) return;
     tp_remove_tree(g_state_dir);
     (void)tp_mkdir(g_state_dir);
