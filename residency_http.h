@@ -722,7 +722,9 @@
            the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
            hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
            a bad value makes create fail) with coord_host, coord_lease_ttl_s,
-           coord_auth_token / coord_user / coord_password (see ETCD above).
+           coord_auth_token / coord_user / coord_password (see ETCD above),
+           kv_slots and kv_timeout_ms (slot saves around a llama.cpp router's
+           swaps, below; RSD_NO_ENSURE_KV: create refuses kv_slots).
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates in all (NULL = the defaults;
            TLS's configuration not counted): the state directory's block unless
@@ -751,7 +753,8 @@
            arena) adds what it asks over 8 KiB to each set that holds an
            attribution as read: the ensurer's, the state's scratch set and the
            coordinator's two, whose buffers follow it too; smaller limits,
-           no_cache and a runtime shrink it.
+           no_cache and a runtime shrink it. kv_slots adds under 81 KiB (a 32 KiB
+           /slots answer and its 2048 JSON tokens).
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -814,7 +817,27 @@
            ensure, perhaps in another process, holds while it changes the server),
            state_error (RSD_OK, or why the change was not
            recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
-           busy attribution lock...). Pointers stay valid until the next begin.
+           busy attribution lock...), kv_saved and kv_restored (kv_slots: the
+           slots saved before this ensure's unloads, restored after its load).
+           Pointers stay valid until the next begin.
+       Slot saves (desc.kv_slots: a swap keeps the conversation; off by default).
+       On a llama.cpp router started with --slot-save-path DIR, an unload the
+       reconcile asks for waits while the model's slots that hold a prompt are
+       saved: GET <root>/slots?model=M, then one POST <root>/slots/ID?action=save
+       {"model": M, "filename": "rsd-KEY-ID.bin"} at a time (the router passes a
+       POST to the child its body's "model" names; it refuses ?model= on a POST).
+       When the ensure has loaded its model, the same GET lists its slots and each
+       is restored from its file (action=restore; a slot without one answers 400
+       and stays cold). KEY is 16 hex digits of an FNV-1a 64 over the target key,
+       the model id and the child's slot count and n_ctx: the ensurer cannot see
+       the model file, so a file replaced under the same id with the same shape is
+       not told apart (llama-server refuses a file of another shape). All of it
+       is bounded by kv_timeout_ms (0 = 10 s) and half of what is left of the
+       ensure's deadline; a failed or slow save or restore is logged (WARN) and
+       costs that slot's cache, never the unload, the load or the ensure. The
+       router deletes no file and has no budget for DIR: that is the operator's
+       (rsd-serve's kv_cache_dir has both). A /slots answer over 32 KiB or 2048
+       JSON tokens (about 16 busy slots) saves nothing.
        int rsd_ensurer_run(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
@@ -7071,7 +7094,7 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #define RSDI_EN_KV_BUILT 1
 #endif
 #define RSDI_EN_KV_ON(e) (RSDI_EN_KV_BUILT && (e)->kv != NULL)
-enum { RSDI_EN_KV_BODY = 65536, RSDI_EN_KV_TOKS = 4096, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000 };
+enum { RSDI_EN_KV_BODY = 32768, RSDI_EN_KV_TOKS = 2048, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000 };
 enum { RSDI_EN_KV_NONE = 0, RSDI_EN_KV_LIST, RSDI_EN_KV_FILE };
 /* The slot saves of desc.kv_slots (the "slot saves" section). */
 typedef struct rsdi_en_kv {
@@ -7541,7 +7564,7 @@ RSDI_PRIVATE size_t rsdi_en_mem_bytes(size_t attr) { return rsdi_al8(attr); }
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsdi_rc_sizes z;
     int i;
-    if (!rsdi_rc_sizes_of(lim, &z)) return false;
+    if (!rsdi_rc_sizes_of(lim, &z) || (d->kv_slots && !RSDI_EN_KV_BUILT)) return false;
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
