@@ -836,8 +836,9 @@
        ensure's deadline; a failed or slow save or restore is logged (WARN) and
        costs that slot's cache, never the unload, the load or the ensure. The
        router deletes no file and has no budget for DIR: that is the operator's
-       (rsd-serve's kv_cache_dir has both). A /slots answer over 32 KiB or 2048
-       JSON tokens (about 16 busy slots) saves nothing.
+       (rsd-serve's kv_cache_dir has both: in front of rsd-serve leave kv_slots
+       off and set kv_cache_dir there). A /slots answer over 32 KiB or 2048 JSON
+       tokens (about 16 busy slots) saves nothing.
        int rsd_ensurer_run(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
