@@ -56,6 +56,9 @@ model = $(win "$out/m/alpha.gguf")
 [model beta]
 model = $(win "$out/m/beta.gguf")
 EOF
+# kv_cache_dir exists already, open to all, with a slot file whose save was cut short (no
+# sidecar: deleted at start) and a file that is not rsd-serve's (kept)
+mkdir -p "$out/kv"; chmod 755 "$out/kv"; : >"$out/kv/0123456789abcdef-0.bin"; : >"$out/kv/keep.txt"
 : >"$out/serve.out"
 "$WINE" "$B/bin/rsd-serve.exe" --config "$(win "$out/serve.ini")" >"$out/serve.out" 2>"$out/serve.log" </dev/null &
 srv=$!
@@ -67,6 +70,8 @@ done
 [ -n "$sport" ]; ok $? "rsd-serve.exe prints its listening line"
 if [ -n "$sport" ]; then
   port=$sport
+  [ ! -e "$out/kv/0123456789abcdef-0.bin" ] && [ -e "$out/kv/keep.txt" ]
+  ok $? "kv_cache_dir's scan (FindFirstFile) deleted the cut-short save and kept the other file"
   ens --model alpha; ok $? "rsd-ensure.exe --model alpha through rsd-serve.exe exits 0"
   grep -q "^resident: 'alpha'" "$out/ens.txt"; ok $? "alpha is resident (an rsd-sim.exe child)"
   chat() { "$WINE" "$B/bin/rsd-http.exe" -s -d "{\"model\":\"alpha\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"a first question long enough to hold a few tokens of prompt\"}$1]}" \
@@ -77,7 +82,7 @@ if [ -n "$sport" ]; then
   grep -q '"outcome":"resident"' "$out/ens.txt" && grep -q '"evicted":\["alpha"\]' "$out/ens.txt"
   ok $? "beta is resident and alpha was evicted for it (one slot)"
   logwait "alpha: kv cache: 1 slot(s) saved"; ok $? "alpha's slot was saved before its stop (kv_cache_dir)"
-  [ -d "$out/kv" ] && [ "$(stat -c %a "$out/kv")" = 770 ]; ok $? "kv_cache_dir has the owner-only DACL (770 under wine)"
+  [ -d "$out/kv" ] && [ "$(stat -c %a "$out/kv")" = 770 ]; ok $? "the existing kv_cache_dir (755) was given the owner-only DACL (770 under wine)"
   n=0; for f in "$out"/kv/*-0.bin "$out"/kv/*-0.meta; do [ -f "$f" ] && [ "$(stat -c %a "$f")" = 770 ] && n=$((n + 1)); done
   [ "$n" = 2 ]; ok $? "the slot file and its sidecar are there with the owner-only DACL (770 under wine)"
   tr -d '\r' <"$out/serve.log" | grep -q "alpha: exited pid"; ok $? "alpha's child exited after its stop"
