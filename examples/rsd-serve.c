@@ -4221,15 +4221,18 @@ enum { SRV_KV_TOKS = 16384, SRV_KV_MAX_FILES = 256 };
    and the files with a protected DACL (nothing inherited from above) that grants that
    user alone full access, which the files llama-server writes inherit (OICI). */
 #if defined(_WIN32)
-/* The process token's user as a string SID (S-1-5-21-...) into out; false when unread. */
-static bool kvfs_user_sid(char *out, size_t cap) {
+/* The process token's user (owner: its default owner, which is the Administrators group
+   in an elevated administrator's token) as a string SID (S-1-5-...) into out; false when
+   unread. */
+static bool kvfs_token_sid(bool owner, char *out, size_t cap) {
     HANDLE tok;
-    union { TOKEN_USER tu; char raw[256]; } u;
+    union { TOKEN_USER tu; TOKEN_OWNER to; char raw[256]; } u;
     DWORD n = 0;
     char *str = NULL;
     bool ok;
     if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &tok)) return false;
-    ok = GetTokenInformation(tok, TokenUser, &u, (DWORD)sizeof u, &n) && ConvertSidToStringSidA(u.tu.User.Sid, &str);
+    ok = GetTokenInformation(tok, owner ? TokenOwner : TokenUser, &u, (DWORD)sizeof u, &n) &&
+         ConvertSidToStringSidA(owner ? u.to.Owner : u.tu.User.Sid, &str);
     (void)CloseHandle(tok);
     if (!ok) return false;
     ok = strlen(str) < cap;
@@ -4243,24 +4246,25 @@ static bool kvfs_user_sid(char *out, size_t cap) {
 static PSECURITY_DESCRIPTOR kvfs_sd(bool dir) {
     char sid[192], sddl[256];
     PSECURITY_DESCRIPTOR sd = NULL;
-    if (!kvfs_user_sid(sid, sizeof sid)) return NULL;
+    if (!kvfs_token_sid(false, sid, sizeof sid)) return NULL;
     snprintf(sddl, sizeof sddl, "D:P(A;%s;FA;;;%s)", dir ? "OICI" : "", sid);
     return ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl, SDDL_REVISION_1, &sd, NULL) ? sd : NULL;
 }
 
-/* path given to our user alone (its DACL replaced); with dir, false also when another
-   user owns it (POSIX: the uid check). SetFileSecurityA, not SetNamedSecurityInfoA:
-   wine 8 maps the latter's DACL to mode 0777. */
+/* path given to our user alone (its DACL replaced); with dir, false also when it is
+   owned by neither our user nor our token's default owner (POSIX: the uid check).
+   SetFileSecurityA, not SetNamedSecurityInfoA: wine 8 maps the latter's DACL to mode
+   0777. */
 static bool kvfs_private(const char *path, bool dir) {
     PSECURITY_DESCRIPTOR sd, osd = NULL;
     PSID owner = NULL;
-    char sid[192], *os = NULL;
+    char sid[192], dflt[192], *os = NULL;
     bool ok = true;
     if (dir) {
-        ok = kvfs_user_sid(sid, sizeof sid) &&
+        ok = kvfs_token_sid(false, sid, sizeof sid) && kvfs_token_sid(true, dflt, sizeof dflt) &&
              GetNamedSecurityInfoA(path, SE_FILE_OBJECT, OWNER_SECURITY_INFORMATION, &owner, NULL, NULL, NULL, &osd) ==
                  ERROR_SUCCESS &&
-             ConvertSidToStringSidA(owner, &os) && !strcmp(os, sid);
+             ConvertSidToStringSidA(owner, &os) && (!strcmp(os, sid) || !strcmp(os, dflt));
         if (os) (void)LocalFree(os);
         if (osd) (void)LocalFree(osd);
         if (!ok) return false;
