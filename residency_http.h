@@ -828,7 +828,9 @@
        POST to the child its body's "model" names; it refuses ?model= on a POST).
        When the ensure has loaded its model, the same GET lists its slots and each
        is restored from its file (action=restore; a slot without one answers 400
-       and stays cold). KEY is 16 hex digits of an FNV-1a 64 over the target key,
+       and stays cold; a file stays after its restore until the slot's next save
+       replaces it: llama-server reuses a restored cache only as far as a new
+       prompt shares its tokens). KEY is 16 hex digits of an FNV-1a 64 over the target key,
        the model id and the child's slot count and n_ctx: the ensurer cannot see
        the model file, so a file replaced under the same id with the same shape is
        not told apart (llama-server refuses a file of another shape). All of it
