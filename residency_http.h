@@ -48,6 +48,10 @@
                                       lease), and releasing an "rsd-serve:ID" lease is
                                       RSD_ERR_ARG; for programs that never free bytes
                                       on an rsd-serve (about 3 KB of .text)
+       RSD_NO_ENSURE_KV               no slot saves around the ensurer's unloads and
+                                      loads (rsd_ensurer_desc.kv_slots): an ensurer
+                                      whose desc asks for them is not created; for
+                                      programs that never ask
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
@@ -719,7 +723,9 @@
            the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
            hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
            a bad value makes create fail) with coord_host, coord_lease_ttl_s,
-           coord_auth_token / coord_user / coord_password (see ETCD above).
+           coord_auth_token / coord_user / coord_password (see ETCD above),
+           kv_slots and kv_timeout_ms (slot saves around a llama.cpp router's
+           swaps, below; RSD_NO_ENSURE_KV: create refuses kv_slots).
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates in all (NULL = the defaults;
            TLS's configuration not counted): the state directory's block unless
@@ -748,7 +754,8 @@
            arena) adds what it asks over 8 KiB to each set that holds an
            attribution as read: the ensurer's, the state's scratch set and the
            coordinator's two, whose buffers follow it too; smaller limits,
-           no_cache and a runtime shrink it.
+           no_cache and a runtime shrink it. kv_slots adds under 81 KiB (a 32 KiB
+           /slots answer and its 2048 JSON tokens).
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -811,7 +818,30 @@
            ensure, perhaps in another process, holds while it changes the server),
            state_error (RSD_OK, or why the change was not
            recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
-           busy attribution lock...). Pointers stay valid until the next begin.
+           busy attribution lock...), kv_saved and kv_restored (kv_slots: the
+           slots saved before this ensure's unloads, restored after its load).
+           Pointers stay valid until the next begin.
+       Slot saves (desc.kv_slots: a swap keeps the conversation; off by default).
+       On a llama.cpp router started with --slot-save-path DIR, an unload the
+       reconcile asks for waits while the model's slots that hold a prompt are
+       saved: GET <root>/slots?model=M, then one POST <root>/slots/ID?action=save
+       {"model": M, "filename": "rsd-KEY-ID.bin"} at a time (the router passes a
+       POST to the child its body's "model" names; it refuses ?model= on a POST).
+       When the ensure has loaded its model, the same GET lists its slots and each
+       is restored from its file (action=restore; a slot without one answers 400
+       and stays cold; a file stays after its restore until the slot's next save
+       replaces it: llama-server reuses a restored cache only as far as a new
+       prompt shares its tokens). KEY is 16 hex digits of an FNV-1a 64 over the target key,
+       the model id and the child's slot count and n_ctx: the ensurer cannot see
+       the model file, so a file replaced under the same id with the same shape is
+       not told apart (llama-server refuses a file of another shape). All of it
+       is bounded by kv_timeout_ms (0 = 10 s) and half of what is left of the
+       ensure's deadline; a failed or slow save or restore is logged (WARN) and
+       costs that slot's cache, never the unload, the load or the ensure. The
+       router deletes no file and has no budget for DIR: that is the operator's
+       (rsd-serve's kv_cache_dir has both: in front of rsd-serve leave kv_slots
+       off and set kv_cache_dir there). A /slots answer over 32 KiB or 2048 JSON
+       tokens (about 16 busy slots) saves nothing.
        int rsd_ensurer_run(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
@@ -2543,6 +2573,12 @@ typedef struct rsd_ensurer_desc {
     const char *coord_auth_token;     /* etcd auth token (Authorization header); NULL = $RESIDENCY_COORD_TOKEN */
     const char *coord_user;           /* etcd user (authenticates itself); NULL = $RESIDENCY_COORD_USER */
     const char *coord_password;       /* its password; NULL = $RESIDENCY_COORD_PASSWORD; never logged */
+    /* A swap keeps the conversation (llama.cpp router started with --slot-save-path DIR;
+       off by default; RSD_NO_ENSURE_KV: not built, and create refuses kv_slots). */
+    bool kv_slots;                    /* save the slots of a model before an unload this ensurer makes and
+                                         restore them after that model's next load through an ensurer */
+    uint32_t kv_timeout_ms;           /* one model's saves (or restores) at most; 0 = 10000; never more
+                                         than half of what is left of the ensure's deadline */
 } rsd_ensurer_desc;
 
 /* One "make this model resident" request; strings are copied by begin. */
@@ -2599,6 +2635,8 @@ typedef struct rsd_ensure_result {
                                          ("rsd-serve:ID" on rsd-serve, else the state directory's; ""
                                          otherwise) */
     int restored;                     /* a release: the models loaded back (rsd-serve: that it starts again) */
+    int kv_saved;                     /* kv_slots: slots saved before this ensure's unloads */
+    int kv_restored;                  /* kv_slots: slots restored after its load */
 } rsd_ensure_result;
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
@@ -7038,6 +7076,32 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #define RSDI_EN_SERVE_LEASE 1
 #endif
 #define RSDI_EN_IN_LEASE(e) (RSDI_EN_SERVE_LEASE && (e)->phase == RSDI_EN_LEASE)
+/* 1 when the ensurer can save slots around its unloads and loads (desc.kv_slots;
+   RSD_NO_ENSURE_KV: 0, and every branch of it compiles out). */
+#ifdef RSD_NO_ENSURE_KV
+#define RSDI_EN_KV_BUILT 0
+#else
+#define RSDI_EN_KV_BUILT 1
+#endif
+#define RSDI_EN_KV_ON(e) (RSDI_EN_KV_BUILT && (e)->kv != NULL)
+enum { RSDI_EN_KV_BODY = 32768, RSDI_EN_KV_TOKS = 2048, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000 };
+enum { RSDI_EN_KV_NONE = 0, RSDI_EN_KV_LIST, RSDI_EN_KV_FILE };
+/* The slot saves of desc.kv_slots (the "slot saves" section). */
+typedef struct rsdi_en_kv {
+    int phase;                        /* NONE, LIST (GET /slots?model=), FILE (one save or restore) */
+    bool save;                        /* saving before an unload (held), else restoring after the load */
+    bool restore_tried;               /* this ensure's load was looked at */
+    uint32_t timeout_ms;              /* desc.kv_timeout_ms */
+    rsd_step held;                    /* the reconcile's unload, sent when the saves are over */
+    char model[RSD_MODEL_ID_MAX];
+    uint64_t key, deadline;
+    int ids[RSDI_EN_KV_SLOTS], n, cur;
+    int saved, restored;              /* this ensure's (the result's kv_saved, kv_restored) */
+    size_t len;
+    bool over;
+    char body[RSDI_EN_KV_BODY];
+    rsd_json_tok toks[RSDI_EN_KV_TOKS];
+} rsdi_en_kv;
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
@@ -7078,6 +7142,7 @@ struct rsd_ensurer {
     rsd_http_client *http;
     int (*user_resolve)(void *user, const char *host, char *out, size_t cap);
     void *user_resolve_user;
+    struct rsdi_en_kv *kv;            /* desc.kv_slots: the slot saves' state and buffers (in the block) */
     rsd_state *st;
     rsd_etcd *co;                     /* etcd: lock, attribution and generation (else the state dir) */
     int co_then, co_read_err;
@@ -7477,7 +7542,7 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
    (detection, then the attribution), the protected ids, the reconcile (its footprint; the
    answers' buffer is among its tables). */
 typedef struct rsdi_en_sizes {
-    size_t cache, mem, scratch, attr, prot, rc, total;
+    size_t cache, mem, scratch, attr, prot, rc, kv, total;
     bool lms;                         /* the reconcile keeps instances (LM Studio's state) */
 } rsdi_en_sizes;
 
@@ -7494,6 +7559,7 @@ RSDI_PRIVATE size_t rsdi_en_mem_bytes(size_t attr) { return rsdi_al8(attr); }
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsd_reconcile_limits z = *lim;
     int i;
+    if (d->kv_slots && !RSDI_EN_KV_BUILT) return false;
     if (rsd_reconcile_limits_fill(&z) != RSD_OK || !(b->rc = rsdi_al8(rsd_reconcile_footprint(lim)))) return false;
     /* the limits' rule: a runtime with instances keeps their state */
     b->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
@@ -7512,7 +7578,8 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
         b->scratch = rsdi_al8(sizeof(rsd_detect)); /* a build without detection never holds its state */
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->rc + b->prot;
+    b->kv = RSDI_EN_KV_BUILT && d->kv_slots ? rsdi_al8(sizeof(rsdi_en_kv)) : 0;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->rc + b->prot + b->kv;
     return true;
 }
 
@@ -7565,8 +7632,10 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
-        (d.n_protected && !d.protected_models) || !rsdi_en_limits(&d, &lim)) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid desc", RSDI_WHERE);
+        (d.n_protected && !d.protected_models) || !rsdi_en_limits(&d, &lim) || (d.kv_slots && !RSDI_EN_KV_BUILT)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
+                 d.kv_slots && !RSDI_EN_KV_BUILT ? "ensurer: kv_slots: not in this build (RSD_NO_ENSURE_KV)"
+                                                 : "ensurer: invalid desc", RSDI_WHERE);
         return NULL;
     }
     for (i = 0; i < d.n_protected; i++) {
@@ -7605,6 +7674,11 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     at += b.scratch;
     e->rc = (rsd_reconcile *)(void *)at;
     at += b.rc;
+    if (b.kv) {
+        e->kv = (rsdi_en_kv *)(void *)at;
+        e->kv->timeout_ms = d.kv_timeout_ms ? d.kv_timeout_ms : (uint32_t)RSDI_EN_KV_TIMEOUT_MS;
+    }
+    at += b.kv;
     e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
@@ -8542,6 +8616,11 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
     e->ls_used = false;
     e->ls_id = e->ls_granted = e->ls_requested = 0;
     e->n_ls_stopped = 0;
+    if (RSDI_EN_KV_ON(e)) {
+        e->kv->phase = RSDI_EN_KV_NONE;
+        e->kv->saved = e->kv->restored = 0;
+        e->kv->restore_tried = false;
+    }
     e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
     if (!q || !q->url || (!q->model && !e->free_bytes) || (int)q->runtime < 0 ||
         (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
@@ -8793,12 +8872,238 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
     return true;
 }
 
+/* ---- slot saves: a swap keeps the conversation (desc.kv_slots) ------------------- */
+/* With desc.kv_slots, on a llama.cpp router (started with --slot-save-path DIR), an
+   unload the reconcile asks for waits while the model's slots that hold a prompt are
+   saved: GET /slots?model=M, then one POST /slots/ID?action=save {"model": M,
+   "filename": NAME} at a time (the router passes it to M's child, the body's "model"
+   naming it). After the ensure loaded its model, the same GET lists the slots, and each
+   is restored from its file (action=restore): a slot without a file answers 400 and
+   stays cold. NAME is "rsd-KEY-ID.bin", KEY 16 hex digits of FNV-1a 64 over the target's
+   key, the model id, and the child's slot count and n_ctx (the ensurer cannot see the
+   model file: the router's files are keyed by what its answers say). All of it is
+   bounded by desc.kv_timeout_ms and half of what is left of the ensure; a failed or
+   slow save or restore costs that cache (logged), never the unload, load or ensure.
+   The router neither deletes nor budgets the files: DIR is the operator's. */
+RSDI_PRIVATE uint64_t rsdi_en_kv_fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+RSDI_PRIVATE void rsdi_en_kv_body(void *user, const char *data, size_t len) {
+    rsdi_en_kv *k = ((rsd_ensurer *)user)->kv;
+    if (len > sizeof k->body - 1 - k->len) {
+        k->over = true;
+        return;
+    }
+    memcpy(k->body + k->len, data, len);
+    k->len += len;
+}
+
+/* One request of the slot saves (body NULL: GET); false when it could not be sent. */
+RSDI_PRIVATE bool rsdi_en_kv_send(rsd_ensurer *e, const char *url, const char *body, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    rsd_http_request q;
+    uint64_t dl = k->deadline < e->deadline ? k->deadline : e->deadline;
+    memset(&q, 0, sizeof q);
+    q.method = body ? "POST" : "GET";
+    q.url = url;
+    if (body) {
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = strlen(body);
+    }
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.total_timeout_ms = dl > now_ms ? (uint32_t)(dl - now_ms < 0xFFFFFFFFu ? dl - now_ms : 0xFFFFFFFFu) : 1;
+    q.connect_timeout_ms = q.total_timeout_ms;
+    q.on_body = rsdi_en_kv_body;
+    q.user = e;
+    k->len = 0;
+    k->over = false;
+    if (now_ms >= dl || rsd_http_send(e->http, &q, now_ms, &e->h) < 0) return false;
+    e->requests++;
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+    return true;
+}
+
+/* The saves (or restores) are over: the held unload goes, or the ensure ends. */
+RSDI_PRIVATE void rsdi_en_kv_end(rsd_ensurer *e, uint64_t now_ms, const char *why) {
+    rsdi_en_kv *k = e->kv;
+    int rc;
+    k->phase = RSDI_EN_KV_NONE;
+    if (why)
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: slot %s of '%s' at %s: %s",
+                  k->save ? "saves" : "restores", k->model, e->root, why);
+    if (!k->save) {
+        rsdi_en_finish(e, now_ms);
+        return;
+    }
+    k->held.http.timeout_ms = rsdi_en_left(e, now_ms, k->held.http.timeout_ms ? k->held.http.timeout_ms : 1);
+    if (!rsdi_en_http(e, &k->held, now_ms, &rc)) (void)rsd_reconcile_feed(e->rc, rc, 0, NULL, 0, now_ms);
+}
+
+/* GET ROOT/slots?model=M (M percent-encoded); false when it cannot be sent. */
+RSDI_PRIVATE bool rsdi_en_kv_list(rsd_ensurer *e, uint64_t now_ms) {
+    static const char hex[] = "0123456789ABCDEF";
+    char url[RSD_RECONCILE_URL_MAX + 3 * RSD_MODEL_ID_MAX + 16];
+    const char *m;
+    int n = RSD_SNPRINTF(url, sizeof url, "%s/slots?model=", e->root);
+    size_t o = n > 0 ? (size_t)n : sizeof url;
+    for (m = e->kv->model; *m && o + 4 < sizeof url; m++) {
+        unsigned char c = (unsigned char)*m;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+            c == '.' || c == '~') {
+            url[o++] = (char)c;
+        } else {
+            url[o++] = '%';
+            url[o++] = hex[c >> 4];
+            url[o++] = hex[c & 15];
+        }
+    }
+    if (*m || o >= sizeof url) return false;
+    url[o] = '\0';
+    e->kv->phase = RSDI_EN_KV_LIST;
+    return rsdi_en_kv_send(e, url, NULL, now_ms);
+}
+
+/* POST ROOT/slots/ID?action=save|restore for k->ids[k->cur]; false when it cannot be sent. */
+RSDI_PRIVATE bool rsdi_en_kv_file(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    char url[RSD_RECONCILE_URL_MAX + 48], name[48], body[RSD_MODEL_ID_MAX * 6 + 96];
+    rsd_json_writer w;
+    (void)RSD_SNPRINTF(name, sizeof name, "rsd-%016llx-%d.bin", (unsigned long long)k->key, k->ids[k->cur]);
+    if (RSD_SNPRINTF(url, sizeof url, "%s/slots/%d?action=%s", e->root, k->ids[k->cur], k->save ? "save" : "restore") >=
+        (int)sizeof url)
+        return false;
+    rsd_json_w_init(&w, body, sizeof body);
+    (void)rsd_json_w_begin_object(&w);
+    (void)rsd_json_w_key(&w, "model");
+    (void)rsd_json_w_str(&w, k->model);
+    (void)rsd_json_w_key(&w, "filename");
+    (void)rsd_json_w_str(&w, name);
+    (void)rsd_json_w_end_object(&w);
+    if (rsd_json_w_finish(&w) < 0) return false;
+    k->phase = RSDI_EN_KV_FILE;
+    return rsdi_en_kv_send(e, url, body, now_ms);
+}
+
+/* The next file, or the end. */
+RSDI_PRIVATE void rsdi_en_kv_next(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    if (k->cur >= k->n) {
+        if (k->save || k->restored)
+            rsdi_logf(&e->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %d slot(s) %s",
+                      k->model, e->root, k->save ? k->saved : k->restored, k->save ? "saved" : "restored");
+        rsdi_en_kv_end(e, now_ms, NULL);
+        return;
+    }
+    if (!rsdi_en_kv_file(e, now_ms)) rsdi_en_kv_end(e, now_ms, "could not send the request (or no time was left)");
+}
+
+/* An answer of the slot saves. */
+RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    rsd_json_doc doc;
+    int64_t v = 0;
+    bool ok = ev->result == RSD_OK && ev->status == 200 && !k->over &&
+              rsd_json_parse(&doc, k->body, k->len, k->toks, RSDI_EN_KV_TOKS) > 0;
+    if (k->phase == RSDI_EN_KV_LIST) {
+        char num[48];
+        int row, idx = 0;
+        int64_t ctx = 0;
+        uint64_t h = 14695981039346656037ull;
+        unsigned char sep = 0x1f;
+        if (!ok || rsd_json_type_of(&doc, 0) != RSD_JSON_ARRAY) {
+            char why[96];
+            (void)RSD_SNPRINTF(why, sizeof why, "GET /slots?model= answered %s %d%s", rsd_result_str(ev->result),
+                               ev->status, ev->status == 501 ? " (no --slot-save-path or --no-slots?)" : "");
+            rsdi_en_kv_end(e, now_ms, why);
+            return;
+        }
+        k->n = k->cur = 0;
+        for (row = rsd_json_child(&doc, 0); row >= 0; row = rsd_json_next(&doc, row), idx++) {
+            int64_t id = idx, np = 0;
+            if (rsd_json_type_of(&doc, row) != RSD_JSON_OBJECT) continue;
+            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "id"), &id) != RSD_OK) id = idx;
+            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_prompt_tokens"), &np) != RSD_OK) np = 0;
+            if (idx == 0 && rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_ctx"), &ctx) != RSD_OK) ctx = 0;
+            if (id >= 0 && id < 1000 && (np > 0 || !k->save) && k->n < RSDI_EN_KV_SLOTS) k->ids[k->n++] = (int)id;
+        }
+        (void)RSD_SNPRINTF(num, sizeof num, "%d %lld", idx, (long long)ctx);
+        h = rsdi_en_kv_fnv(h, e->key, strlen(e->key));
+        h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), k->model, strlen(k->model));
+        h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), num, strlen(num));
+        k->key = h;
+        rsdi_en_kv_next(e, now_ms);
+        return;
+    }
+    if (ok && rsd_json_int64(&doc, rsd_json_find(&doc, 0, k->save ? "n_saved" : "n_restored"), &v) == RSD_OK && v > 0) {
+        if (k->save) k->saved++;
+        else k->restored++;
+    } else if (k->save && !(ok && v == 0)) {
+        char why[96];
+        (void)RSD_SNPRINTF(why, sizeof why, "slot %d not saved (%s %d): its cache is lost", k->ids[k->cur],
+                           rsd_result_str(ev->result), ev->status);
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %s",
+                  k->model, e->root, why);
+    }
+    if (ev->result == RSD_ERR_TIMEOUT) { /* the time is spent: the rest stay unsaved (cold) */
+        rsdi_en_kv_end(e, now_ms, "timed out");
+        return;
+    }
+    k->cur++;
+    rsdi_en_kv_next(e, now_ms);
+}
+
+/* Before an HTTP step: an unload on a llama.cpp router is held while its model's slots
+   are saved (true: held). */
+RSDI_PRIVATE bool rsdi_en_kv_before(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    uint64_t half = e->deadline > now_ms ? (e->deadline - now_ms) / 2 : 0;
+    if (s->http.op != RSD_OP_UNLOAD || !s->http.model || !s->http.model[0] || e->kind != RSD_RUNTIME_LLAMACPP ||
+        !rsdi_cpy(k->model, sizeof k->model, s->http.model))
+        return false;
+    k->held = *s; /* its strings are the reconcile's, which waits for this step's answer */
+    k->save = true;
+    k->deadline = now_ms + (k->timeout_ms < half ? k->timeout_ms : half);
+    e->op = RSD_OP_UNLOAD; /* progress: the unload (its saves) */
+    (void)rsdi_cpy(e->op_model, sizeof e->op_model, k->model);
+    if (!rsdi_en_kv_list(e, now_ms)) {
+        k->phase = RSDI_EN_KV_NONE;
+        return false;
+    }
+    return true;
+}
+
+/* At the end: the model this ensure loaded gets its slots back (true: restoring). */
+RSDI_PRIVATE bool rsdi_en_kv_after(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    const rsd_reconcile_result *res = rsd_reconcile_result_of(e->rc);
+    uint64_t half = e->deadline > now_ms ? (e->deadline - now_ms) / 2 : 0;
+    if (k->restore_tried) return false;
+    k->restore_tried = true;
+    if (!res->loaded || res->error != RSD_OK || e->kind != RSD_RUNTIME_LLAMACPP ||
+        !e->model[0] || !rsdi_cpy(k->model, sizeof k->model, res->wire_id[0] ? res->wire_id : e->model))
+        return false;
+    k->save = false;
+    k->deadline = now_ms + (k->timeout_ms < half ? k->timeout_ms : half);
+    if (!rsdi_en_kv_list(e, now_ms)) {
+        k->phase = RSDI_EN_KV_NONE;
+        return false;
+    }
+    return true;
+}
+
 /* One step of the reconcile: perform what it asks. False = come back later (PENDING). */
 RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
     rsd_step s = rsd_reconcile_next(e->rc, now_ms);
     int rc;
     switch (s.kind) {
     case RSD_STEP_HTTP:
+        if (RSDI_EN_KV_ON(e) && rsdi_en_kv_before(e, &s, now_ms)) return true; /* the saves first */
         if (!rsdi_en_http(e, &s, now_ms, &rc)) (void)rsd_reconcile_feed(e->rc, rc, 0, NULL, 0, now_ms);
         return true;
     case RSD_STEP_WAIT:
@@ -8834,7 +9139,10 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
         if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
         e->lk_active = false;
         return true;
-    case RSD_STEP_DONE: rsdi_en_finish(e, now_ms); return true;
+    case RSD_STEP_DONE:
+        if (RSDI_EN_KV_ON(e) && rsdi_en_kv_after(e, now_ms)) return true; /* the restores first */
+        rsdi_en_finish(e, now_ms);
+        return true;
     default: return true;
     }
 }
@@ -8863,6 +9171,7 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
                 fed = true;
                 if (RSDI_EN_IN_LEASE(e)) rsdi_en_ls_answer(e, &ev, now_ms);
                 else if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
+                else if (RSDI_EN_KV_ON(e) && e->kv->phase != RSDI_EN_KV_NONE) rsdi_en_kv_answer(e, &ev, now_ms);
                 else (void)rsd_reconcile_feed(e->rc, ev.result, ev.status, NULL, 0, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
@@ -9004,6 +9313,10 @@ RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
     out->result = e->phase == RSDI_EN_DONE ? e->final : e->phase == RSDI_EN_IDLE ? RSD_ERR_STATE : RSD_PENDING;
     out->runtime = e->kind;
     out->requests = e->requests;
+    if (RSDI_EN_KV_ON(e)) {
+        out->kv_saved = e->kv->saved;
+        out->kv_restored = e->kv->restored;
+    }
     out->elapsed_ms = out->done ? e->elapsed : (e->last_now > e->t0 ? e->last_now - e->t0 : 0);
     out->op = e->op;
     out->op_model = e->op_model;

@@ -17,7 +17,9 @@
    + predicted_ms), i.e. the stop of kv-a (with its save), the start of kv-b, its stop,
    and the start of kv-a (with its restore). Wall clock on a possibly shared machine:
    the load average is printed.
-     kv [ROUNDS]          tiny models (default 3 rounds; about a minute; make bench-kv)
+     kv [ROUNDS]          tiny models (default 7 rounds, each front once per round, so
+                          that the medians stand: one round's swap varies by 2x on a
+                          loaded machine; about a minute and a half; make bench-kv)
      kv 0p5b [ROUNDS]     two models of the shape of a real 0.5B one (24 blocks, n_embd
                           896, 14 heads, 2 KV heads, n_ff 4864, vocab 151936, random q8_0
                           weights, about 530 MB each, removed after), where a prefill of
@@ -277,8 +279,8 @@ int main(int argc, char **argv) {
     listen_proc kv, plain;
     real_server router;
     bool half = argc > 1 && !strcmp(argv[1], "0p5b"), no_router = half && argc > 3 && !strcmp(argv[3], "swap");
-    int rounds = argc > 1 + half ? atoi(argv[1 + half]) : 3, r, i, failed = 0;
-    if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 3;
+    int rounds = argc > 1 + half ? atoi(argv[1 + half]) : half ? 3 : 7, r, i, failed = 0;
+    if (rounds < 1 || rounds > MAX_ROUNDS) rounds = half ? 3 : 7;
     signal(SIGPIPE, SIG_IGN);
     if (real_find(g_bin, sizeof g_bin, why, sizeof why) != 0) {
         printf("bench kv skipped: %s\n", why);

@@ -1,7 +1,8 @@
 # bench/kv.mk -- a swap keeps the conversation (kv_cache_dir) against a real llama-server: the
 # prompt tokens and the time of the turn after a swap back, rsd-serve with and without the kv
-# cache and the llama.cpp router (tiny models, about 4,000-token turns). About a minute; one
-# "skipped" line when no llama-server is found. `build/bench/kv 5` runs 5 rounds.
+# cache and the llama.cpp router (tiny models, about 4,000-token turns; 7 rounds, each front
+# once per round). About a minute and a half; one "skipped" line when no llama-server is
+# found. `build/bench/kv 9` runs 9 rounds.
 BENCH_RUNS += bench-kv
 .PHONY: bench-kv
 

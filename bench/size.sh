@@ -32,6 +32,7 @@ cat > "$OUT/size_router.c" <<'PROG'
 #define RSD_NO_DETECT
 #define RSD_NO_DEVMEM
 #define RSD_NO_SERVE_LEASE
+#define RSD_NO_ENSURE_KV
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 int main(int argc, char **argv) {

@@ -41,17 +41,18 @@ for o in 0 1; do for l in 0 1; do for e in 0 1; do for h in 0 1; do for p in 0 1
   nf=$((nf + 1))
 done; done; done; done; done; done
 job "$CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC" \
-    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM -DRSD_NO_GGUF -DRSD_NO_SERVE_LEASE tests/compile/features.c -o $B/features-cxx && ./$B/features-cxx"
-# RSD_NO_DEVMEM (the device memory probe), RSD_NO_GGUF (the GGUF reader) and RSD_NO_SERVE_LEASE
-# (a free request's rsd-serve lease) depend on no other
+    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM -DRSD_NO_GGUF -DRSD_NO_SERVE_LEASE -DRSD_NO_ENSURE_KV tests/compile/features.c -o $B/features-cxx && ./$B/features-cxx"
+# RSD_NO_DEVMEM (the device memory probe), RSD_NO_GGUF (the GGUF reader), RSD_NO_SERVE_LEASE
+# (a free request's rsd-serve lease) and RSD_NO_ENSURE_KV (the ensurer's slot saves) depend on no other
 # section: each alone, and all three with every other macro (the router-only program's set), rather
 # than in every combination
 job "$CC -std=c99 $CWARN -DRSD_NO_DEVMEM tests/compile/features.c -o $B/features-devmem && ./$B/features-devmem"
 job "$CC -std=c99 $CWARN -DRSD_NO_GGUF tests/compile/features.c -o $B/features-nogguf && ./$B/features-nogguf"
 job "$CC -std=c99 $CWARN -DRSD_NO_SERVE_LEASE tests/compile/features.c -o $B/features-nolease && ./$B/features-nolease"
+job "$CC -std=c99 $CWARN -DRSD_NO_ENSURE_KV tests/compile/features.c -o $B/features-nokv && ./$B/features-nokv"
 job "$CC -std=c99 $CWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC" \
-    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM -DRSD_NO_GGUF -DRSD_NO_SERVE_LEASE tests/compile/features.c -o $B/features-all && ./$B/features-all"
-nf=$((nf + 4))
+    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM -DRSD_NO_GGUF -DRSD_NO_SERVE_LEASE -DRSD_NO_ENSURE_KV tests/compile/features.c -o $B/features-all && ./$B/features-all"
+nf=$((nf + 5))
 # macOS's paths on this Linux build (RSDI_FORCE_BSD: no MSG_NOSIGNAL, SOCK_NONBLOCK,
 # pipe2, posix_spawn chdir/closefrom, PR_SET_PDEATHSIG; SO_NOSIGPIPE given Darwin's
 # value): built, linked and started, never run against a macOS kernel

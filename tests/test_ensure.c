@@ -1360,6 +1360,91 @@ static void test_old_key_records_migrate(void) {
     sim_stop(&s);
 }
 
+/* desc.kv_slots (issue 27 part 5) against rsd-sim's router with --slot-save-path: the
+   slot a chat left on a is saved (GET /slots?model=a, POST /slots/0?action=save with
+   "model":"a" in the body) before the unload that makes room for b, and restored after a
+   comes back (its slots listed, each restore tried: slot 0's file restores 6 tokens, the
+   others have none and stay cold). Without --slot-save-path the save answers 501: the
+   ensure still swaps, with nothing saved. Without kv_slots no /slots request is sent. */
+static int sim_chat(const sim_proc *s, const char *model) {
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_event ev;
+    char url[160], body[256];
+    int status = -1;
+    if (!c) return -1;
+    snprintf(url, sizeof url, "%s/v1/chat/completions", s->url);
+    snprintf(body, sizeof body, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}", model);
+    memset(&q, 0, sizeof q);
+    q.method = "POST";
+    q.url = url;
+    q.content_type = "application/json";
+    q.body = body;
+    q.body_len = strlen(body);
+    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) status = ev.status;
+    rsd_http_client_destroy(c);
+    return status;
+}
+
+static void test_kv_slots_around_a_swap(void) {
+    const char *args[] = {"--models-max", "1", "--load-ms", "20", "--model", "id=a", "--model", "id=b",
+                          "--slot-save-path", g_state_dir, NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d = bare_desc();
+    rsd_ensurer *e, *plain;
+    char body[4096];
+    int round, base, n, i, save_at = -1, unload_at = -1;
+    for (round = 0; round < 2; round++) { /* 0: with --slot-save-path; 1: without (the save answers 501) */
+        if (round == 1) args[8] = NULL;
+        REQUIRE(sim_start(&s, args) == 0);
+        d.kv_slots = true;
+        e = rsd_ensurer_create(&d);
+        REQUIRE(e != NULL);
+        CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.kv_restored, 0); /* no file yet: every slot stays cold */
+        CHECK_EQ_INT(sim_chat(&s, "a"), 200);
+        base = sim_log(&s);
+        CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK(res.n_evicted == 1 && !strcmp(res.evicted[0].id, "a"));
+        CHECK_EQ_INT(res.kv_saved, round == 0 ? 1 : 0);
+        n = sim_log(&s);
+        CHECK_EQ_INT(res.requests, n - base);
+        for (i = base; i < n; i++) {
+            if (!strcmp(g_log[i].path, "/slots/0") && !strcmp(g_log[i].model, "a")) save_at = i;
+            if (!strcmp(g_log[i].path, "/models/unload")) unload_at = i;
+        }
+        CHECK_EQ_INT(log_count(base, n, "GET", "/slots", "a"), 1);
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 1);
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/3", "b"), 1); /* b's restores tried after its load */
+        CHECK(save_at > base && unload_at > save_at); /* saved while a still ran */
+        CHECK_EQ_INT(g_log[save_at].status, round == 0 ? 200 : 501);
+        base = n;
+        CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.kv_saved, 0); /* b held no prompt: nothing to save */
+        CHECK_EQ_INT(res.kv_restored, round == 0 ? 1 : 0);
+        n = sim_log(&s);
+        CHECK_EQ_INT(log_count(base, n, "GET", "/slots", "b"), 1);
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "b"), 0);
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 1); /* the restore, after the load */
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/3", "a"), 1);
+        CHECK_EQ_INT(sim_get(&s, "/slots?model=a", NULL, body, sizeof body), 200);
+        CHECK((strstr(body, "\"n_prompt_tokens\":6") != NULL) == (round == 0)); /* slot 0 holds its prompt again */
+        rsd_ensurer_destroy(e);
+        d.kv_slots = false; /* the default: no /slots request at all */
+        plain = rsd_ensurer_create(&d);
+        REQUIRE(plain != NULL);
+        base = sim_log(&s);
+        CHECK_EQ_INT(ensure(plain, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        n = sim_log(&s);
+        CHECK_EQ_INT(log_count(base, n, "GET", "/slots", NULL) + log_count(base, n, "POST", "/slots/0", NULL), 0);
+        CHECK_EQ_INT(res.kv_saved + res.kv_restored, 0);
+        rsd_ensurer_destroy(plain);
+        sim_stop(&s);
+    }
+}
+
 int main(int argc, char **argv) {
     int g;
     RSD_TEST_BEGIN(argc, argv);
@@ -1392,6 +1477,7 @@ int main(int argc, char **argv) {
         RUN(test_corrupt_attribution_said_once);
         RUN(test_attribution_over_the_arena_said_and_kept);
         RUN(test_old_key_records_migrate);
+        RUN(test_kv_slots_around_a_swap);
         if (rsdt_failed > before) printf("  (the failures above: --router-gen %s)\n", g_router_gen);
     }
     g_router_gen = NULL;

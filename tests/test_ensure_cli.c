@@ -1098,6 +1098,38 @@ static void test_free_bytes_sim(void) {
     remove_state_dir();
 }
 
+/* --kv-slots (desc.kv_slots) against rsd-sim's router with --slot-save-path: the slot a
+   chat left on alpha is saved before `--model bravo` unloads it ("kv_saved":1) and
+   restored by the next `--model alpha` ("kv_restored":1); without the flag neither. */
+static void test_kv_slots_cli(void) {
+    sim_proc s;
+    char dir[300];
+    const char *sim_args[] = {"--models-max", "1", "--load-ms", "20", "--model", "id=alpha", "--model", "id=bravo",
+                              "--slot-save-path", dir, NULL};
+    const char *a[] = {"--url", NULL, "--model", "alpha", "--no-state", "--kv-slots", "--json", NULL};
+    const char *b[] = {"--url", NULL, "--model", "bravo", "--no-state", "--kv-slots", "--json", NULL};
+    const char *plain[] = {"--url", NULL, "--model", "alpha", "--no-state", "--json", NULL};
+    make_state_dir("kvcli");
+    REQUIRE(g_state_dir[0] != 0);
+    snprintf(dir, sizeof dir, "%s", g_state_dir);
+    REQUIRE(sim_start(&s, sim_args) == 0);
+    a[1] = b[1] = plain[1] = s.url;
+    CHECK_EQ_INT(cli(a), 0);
+    CHECK_EQ_INT(sim_post_json(&s, "/v1/chat/completions", "{\"model\":\"alpha\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), 200);
+    CHECK_EQ_INT(cli(b), 0);
+    CHECK(strstr(g_out, "\"kv_saved\":1") != NULL);
+    SHOW_ON_FAIL();
+    CHECK_EQ_INT(cli(a), 0);
+    CHECK(strstr(g_out, "\"kv_restored\":1") != NULL);
+    SHOW_ON_FAIL();
+    CHECK_EQ_INT(sim_post_json(&s, "/models/unload", "{\"model\":\"alpha\"}"), 200);
+    CHECK_EQ_INT(cli(plain), 0);
+    CHECK(strstr(g_out, "\"outcome\":\"resident\"") != NULL && strstr(g_out, "kv_") == NULL);
+    SHOW_ON_FAIL();
+    sim_stop(&s);
+    remove_state_dir();
+}
+
 /* The release tests' router: three 2 GB models ensured in this order, room for four. */
 static const char *const release_sim[] = {"--models-max", "4", "--load-ms", "20", "--model", "id=alpha,size=2G",
                                           "--model", "id=bravo,size=2G", "--model", "id=charlie,size=2G", NULL};
@@ -1313,6 +1345,7 @@ int main(int argc, char **argv) {
     RUN(test_lru_sim);
     RUN(test_attr_arena_follows_max_models);
     RUN(test_free_bytes_sim);
+    RUN(test_kv_slots_cli);
     RUN(test_release_keeps_what_failed);
     RUN(test_release_steps);
     RUN(test_release_lib);

@@ -7,7 +7,8 @@
    truncated one are deleted and the model starts cold; a save over kv_cache_bytes or
    past RLIMIT_FSIZE costs the cache, never the stop; a save past kv_save_timeout lets
    the stop go on. And the evidence for the router (issue 27 part 5): the llama.cpp
-   router passes /slots save and restore to the child its JSON body names. Skipped (one line, "0 passed, 0 failed") when no llama-server is
+   router passes /slots save and restore to the child its JSON body names, and the
+   ensurer's kv_slots saves and restores around a router swap it makes. Skipped (one line, "0 passed, 0 failed") when no llama-server is
    found (tests/real_server.h). Waits are on events (GET /_rsd/events between looks at
    GET /status). */
 /* The public API only: linked with the implementation built once (tests/impl.sh); the
@@ -355,6 +356,72 @@ static void test_real_kv_router_passes_slots(void) {
     CHECK(real_stop(&r) >= 0);
 }
 
+/* Issue 27 part 5, the ensurer (desc.kv_slots) around a real router's swap: the slot
+   tiny-a's chat left is saved (the router given --slot-save-path) before the ensure of
+   tiny-b unloads it, and restored after the next ensure of tiny-a loads it again, so the
+   next turn re-processes only its new tokens. */
+static void test_real_kv_ensurer_router(void) {
+    real_server r;
+    serve_proc v;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    char mdir[700], sdir[700], p[800], f[800];
+    const char *args[] = {"--models-dir", mdir, "--models-max", "1", "-t", "1", "-c", "2048", "-np", "1",
+                          "--slot-save-path", sdir, NULL};
+    const char *const names[2] = {"tiny-a", "tiny-b"};
+    int64_t first_n;
+    int i, files = 0;
+    DIR *dd;
+    struct dirent *de;
+    snprintf(mdir, sizeof mdir, "%s/ens-models", g_models);
+    snprintf(sdir, sizeof sdir, "%s/ens-slots", g_models);
+    REQUIRE(mkdir(mdir, 0700) == 0 && mkdir(sdir, 0700) == 0);
+    for (i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s.gguf", g_models, names[i]);
+        snprintf(f, sizeof f, "%s/%s.gguf", mdir, names[i]);
+        REQUIRE(link(p, f) == 0);
+    }
+    REQUIRE(real_start(&r, g_bin, g_models, args, 60000) == 0);
+    memset(&v, 0, sizeof v);
+    snprintf(v.url, sizeof v.url, "%s", r.url);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    d.kv_slots = true;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e != NULL);
+    memset(&q, 0, sizeof q);
+    q.url = r.url;
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 120000;
+    q.model = "tiny-a";
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.kv_restored, 0);
+    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, false)), 200);
+    first_n = timing("prompt_n");
+    q.model = "tiny-b";
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK(res.n_evicted == 1 && !strcmp(res.evicted[0].id, "tiny-a"));
+    CHECK_EQ_INT(res.kv_saved, 1);
+    if ((dd = opendir(sdir)) != NULL) {
+        while ((de = readdir(dd)) != NULL) files += !strncmp(de->d_name, "rsd-", 4) && strstr(de->d_name, "-0.bin") != NULL;
+        closedir(dd);
+    }
+    CHECK_EQ_INT(files, 1);
+    q.model = "tiny-a";
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.kv_restored, 1);
+    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, true)), 200);
+    printf("  ensurer kv_slots around a router swap: next turn prompt_n %lld cache_n %lld (first turn %lld)\n",
+           (long long)timing("prompt_n"), (long long)timing("cache_n"), (long long)first_n);
+    CHECK(timing("cache_n") >= first_n - 8);
+    CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40);
+    rsd_ensurer_destroy(e);
+    CHECK(real_stop(&r) >= 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
@@ -366,6 +433,7 @@ int main(int argc, char **argv) {
     RUN(test_real_kv_timeout);
     RUN(test_real_kv_affinity);
     RUN(test_real_kv_router_passes_slots);
+    RUN(test_real_kv_ensurer_router);
     real_serve_cleanup();
     return RSD_TEST_END();
 }

@@ -26,7 +26,8 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #   test_serve, test_serve_cut, test_serve_ops, test_serve_api, test_serve_affinity,
 #   test_serve_kv, test_serve_memory
 #             drive rsd-serve through tests/serve_harness.h (fork/exec, pipes, signals);
-#             rsd-serve.exe itself runs in tests/windows_smoke.sh
+#             rsd-serve.exe itself runs in tests/windows_smoke.sh (its kv cache too:
+#             a save, the owner-only DACL, a restore)
 #   test_real_serve, test_real_affinity, test_real_clients, test_real_kv, test_real_memory
 #             start the real Linux llama-server binary, which wine cannot run
 #   test_etcd starts the Linux etcd binary, which wine cannot run

@@ -134,12 +134,14 @@ static void help(void) {
            "  --state-dir DIR      lock and attribution files (default $RESIDENCY_STATE_DIR,\n"
            "                       $XDG_STATE_HOME/residency, ~/.local/state/residency)\n"
            "  --no-state           no state directory: no lock, nothing recorded\n"
+           "  --kv-slots           llama.cpp router started with --slot-save-path: save a model's\n"
+           "                       slots before an unload this makes, restore them after a load\n"
            "  --token T            bearer token (API key); default $RESIDENCY_TOKEN; never printed\n"
            "  --json               print one JSON object instead of the lines\n"
            "  --quiet              print nothing; the exit code says it all\n"
            "  --verbose            the library's log lines and the step loop on stderr\n"
-           "  --help, --version    this text; the version\n"
-           "\n"
+           "  --help, --version    this text; the version\n");
+    printf("\n"
            "Environment: RESIDENCY=observe (or off, 0, false, user, user-managed) makes every run\n"
            "observe-only; on, 1, true or managed (or unset) manage; any other value manages too\n"
            "and is warned about. RESIDENCY_TOKEN, RESIDENCY_STATE_DIR as above.\n"
@@ -417,6 +419,10 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code,
         if (r->lease_id && r->lease_id[0]) rsd_json_w_str(&w, r->lease_id);
         else rsd_json_w_null(&w);
     }
+    if (r->kv_saved || r->kv_restored) {
+        rsd_json_w_key(&w, "kv_saved"); rsd_json_w_int(&w, r->kv_saved);
+        rsd_json_w_key(&w, "kv_restored"); rsd_json_w_int(&w, r->kv_restored);
+    }
     rsd_json_w_key(&w, "runtime"); rsd_json_w_str(&w, rsd_runtime_kind_str(r->runtime));
     rsd_json_w_key(&w, "outcome"); rsd_json_w_str(&w, rsd_outcome_str(r->outcome));
     rsd_json_w_key(&w, "decision"); rsd_json_w_str(&w, rsd_decision_str(r->decision));
@@ -543,6 +549,7 @@ int main(int argc, char **argv) {
             d.limits.max_body_bytes = n;
         }
         else if (!strcmp(a, "--no-state")) d.no_state = true;
+        else if (!strcmp(a, "--kv-slots")) d.kv_slots = true;
         else if (!strcmp(a, "--token")) { NEEDV(); token = v; }
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--quiet")) quiet = true;

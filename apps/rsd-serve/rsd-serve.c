@@ -357,6 +357,11 @@
 #include <dirent.h>
 #endif
 #if defined(_WIN32) /* windows.h, winsock2.h and ws2tcpip.h come with residency_http.h */
+#include <aclapi.h> /* the kv cache directory's owner-only DACL (advapi32) */
+#include <sddl.h>
+#if defined(_MSC_VER)
+#pragma comment(lib, "advapi32.lib")
+#endif
 #define strsignal(sig) ((sig) == 9 ? "Killed" : "Terminated") /* no strsignal: the two we report */
 #else
 #include <poll.h>
@@ -4190,7 +4195,181 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
 enum { KV_IDLE = 0, KV_SAVE_PROPS, KV_SAVE_SLOTS, KV_SAVE, KV_REST_PROPS, KV_REST };
 enum { SRV_KV_TOKS = 16384, SRV_KV_MAX_FILES = 256 };
 
-#if !defined(_WIN32)
+/* The files: the few calls that differ on Windows. Private means: POSIX, the directory
+   0700 and ours, the files 0600; Windows, the directory owned by our user and both it
+   and the files with a protected DACL (nothing inherited from above) that grants that
+   user alone full access, which the files llama-server writes inherit (OICI). */
+#if defined(_WIN32)
+/* The process token's user (owner: its default owner, which is the Administrators group
+   in an elevated administrator's token) as a string SID (S-1-5-...) into out; false when
+   unread. */
+static bool kvfs_token_sid(bool owner, char *out, size_t cap) {
+    HANDLE tok;
+    union { TOKEN_USER tu; TOKEN_OWNER to; char raw[256]; } u;
+    DWORD n = 0;
+    char *str = NULL;
+    bool ok;
+    if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &tok)) return false;
+    ok = GetTokenInformation(tok, owner ? TokenOwner : TokenUser, &u, (DWORD)sizeof u, &n) &&
+         ConvertSidToStringSidA(owner ? u.to.Owner : u.tu.User.Sid, &str);
+    (void)CloseHandle(tok);
+    if (!ok) return false;
+    ok = strlen(str) < cap;
+    if (ok) memcpy(out, str, strlen(str) + 1);
+    (void)LocalFree(str);
+    return ok;
+}
+
+/* The owner-only security descriptor (a directory's inheritable), LocalAlloc'd; NULL
+   when the token cannot be read. */
+static PSECURITY_DESCRIPTOR kvfs_sd(bool dir) {
+    char sid[192], sddl[256];
+    PSECURITY_DESCRIPTOR sd = NULL;
+    if (!kvfs_token_sid(false, sid, sizeof sid)) return NULL;
+    snprintf(sddl, sizeof sddl, "D:P(A;%s;FA;;;%s)", dir ? "OICI" : "", sid);
+    return ConvertStringSecurityDescriptorToSecurityDescriptorA(sddl, SDDL_REVISION_1, &sd, NULL) ? sd : NULL;
+}
+
+/* path given to our user alone (its DACL replaced); with dir, false also when it is
+   owned by neither our user nor our token's default owner (POSIX: the uid check).
+   SetFileSecurityA, not SetNamedSecurityInfoA: wine 8 maps the latter's DACL to mode
+   0777. */
+static bool kvfs_private(const char *path, bool dir) {
+    PSECURITY_DESCRIPTOR sd, osd = NULL;
+    PSID owner = NULL;
+    char sid[192], dflt[192], *os = NULL;
+    bool ok = true;
+    if (dir) {
+        ok = kvfs_token_sid(false, sid, sizeof sid) && kvfs_token_sid(true, dflt, sizeof dflt) &&
+             GetNamedSecurityInfoA(path, SE_FILE_OBJECT, OWNER_SECURITY_INFORMATION, &owner, NULL, NULL, NULL, &osd) ==
+                 ERROR_SUCCESS &&
+             ConvertSidToStringSidA(owner, &os) && (!strcmp(os, sid) || !strcmp(os, dflt));
+        if (os) (void)LocalFree(os);
+        if (osd) (void)LocalFree(osd);
+        if (!ok) return false;
+    }
+    if (!(sd = kvfs_sd(dir))) return false;
+    ok = SetFileSecurityA(path, DACL_SECURITY_INFORMATION, sd) != 0; /* "D:P": SE_DACL_PROTECTED */
+    (void)LocalFree(sd);
+    return ok;
+}
+
+/* The directory made private (an existing one of ours made private again); false
+   with why when it cannot be. */
+static bool kvfs_private_dir(const char *dir, const char **why) {
+    SECURITY_ATTRIBUTES sa;
+    DWORD at;
+    memset(&sa, 0, sizeof sa);
+    sa.nLength = sizeof sa;
+    sa.lpSecurityDescriptor = kvfs_sd(true);
+    *why = "cannot make it";
+    if (!sa.lpSecurityDescriptor) return false;
+    if (!CreateDirectoryA(dir, &sa) && GetLastError() != ERROR_ALREADY_EXISTS) {
+        (void)LocalFree(sa.lpSecurityDescriptor);
+        return false;
+    }
+    (void)LocalFree(sa.lpSecurityDescriptor);
+    at = GetFileAttributesA(dir);
+    *why = "not a directory of ours";
+    return at != INVALID_FILE_ATTRIBUTES && (at & FILE_ATTRIBUTE_DIRECTORY) && !(at & FILE_ATTRIBUTE_REPARSE_POINT) &&
+           kvfs_private(dir, true);
+}
+
+/* A file's size and mtime (seconds since 1970); false when it is not there. */
+static bool kvfs_stat(const char *path, int64_t *size, int64_t *mtime) {
+    WIN32_FILE_ATTRIBUTE_DATA a;
+    uint64_t t;
+    if (!GetFileAttributesExA(path, GetFileExInfoStandard, &a) || (a.dwFileAttributes & FILE_ATTRIBUTE_DIRECTORY))
+        return false;
+    t = (uint64_t)a.ftLastWriteTime.dwHighDateTime << 32 | a.ftLastWriteTime.dwLowDateTime;
+    *size = (int64_t)((uint64_t)a.nFileSizeHigh << 32 | a.nFileSizeLow);
+    *mtime = (int64_t)(t / 10000000u) - 11644473600ll; /* 100 ns since 1601 */
+    return true;
+}
+
+static void kvfs_unlink(const char *path) { (void)DeleteFileA(path); }
+
+/* A directory's entries: kvfs_open, kvfs_next until NULL, kvfs_close. */
+typedef struct kvfs_dir {
+    HANDLE h;
+    WIN32_FIND_DATAA fd;
+    bool first;
+} kvfs_dir;
+static bool kvfs_open(kvfs_dir *d, const char *dir) {
+    char pat[RSRV_PATH_MAX + 4];
+    int n = snprintf(pat, sizeof pat, "%s\\*", dir);
+    if (n < 0 || (size_t)n >= sizeof pat) return false;
+    d->h = FindFirstFileA(pat, &d->fd);
+    d->first = true;
+    return d->h != INVALID_HANDLE_VALUE;
+}
+static const char *kvfs_next(kvfs_dir *d) {
+    if (!d->first && !FindNextFileA(d->h, &d->fd)) return NULL;
+    d->first = false;
+    return d->fd.cFileName;
+}
+static void kvfs_close(kvfs_dir *d) { (void)FindClose(d->h); }
+#else
+static bool kvfs_private(const char *path, bool dir) { return chmod(path, dir ? 0700 : 0600) == 0; }
+
+static bool kvfs_private_dir(const char *dir, const char **why) {
+    struct stat st;
+    *why = NULL;
+    if ((mkdir(dir, 0700) != 0 && errno != EEXIST) || stat(dir, &st) != 0) return false;
+    *why = "not a directory of ours";
+    return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && kvfs_private(dir, true);
+}
+
+static bool kvfs_stat(const char *path, int64_t *size, int64_t *mtime) {
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    *size = (int64_t)st.st_size;
+    *mtime = (int64_t)st.st_mtime;
+    return true;
+}
+
+static void kvfs_unlink(const char *path) { (void)unlink(path); }
+
+typedef struct kvfs_dir {
+    DIR *d;
+} kvfs_dir;
+static bool kvfs_open(kvfs_dir *d, const char *dir) { return (d->d = opendir(dir)) != NULL; }
+static const char *kvfs_next(kvfs_dir *d) {
+    struct dirent *de = readdir(d->d);
+    return de ? de->d_name : NULL;
+}
+static void kvfs_close(kvfs_dir *d) { (void)closedir(d->d); }
+#endif
+
+/* Up to cap bytes of a file from its start: how many, or -1. */
+static long kvfs_read(const char *path, void *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (!f) return -1;
+    n = fread(buf, 1, cap, f);
+    (void)fclose(f);
+    return (long)n;
+}
+
+/* A new private file with text[0..n) (POSIX: made 0600, never readable by others). */
+static bool kvfs_write_private(const char *path, const char *text, size_t n) {
+#if defined(_WIN32)
+    FILE *f = fopen(path, "wb");
+    bool ok;
+    if (!f) return false;
+    ok = fwrite(text, 1, n, f) == n;
+    ok = fclose(f) == 0 && ok;
+    return ok && kvfs_private(path, false);
+#else
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    bool ok;
+    if (fd < 0) return false;
+    ok = fchmod(fd, 0600) == 0 && write(fd, text, n) == (ssize_t)n;
+    ok = close(fd) == 0 && ok;
+    return ok;
+#endif
+}
+
 static void kv_unpark(srv *s, int m, uint64_t now);
 static void kv_timed_out(srv *s, int m, uint64_t now);
 
@@ -4213,31 +4392,25 @@ static void kv_unlink(const srv *s, uint64_t key, int slot) {
     char name[RSRV_KV_NAME_MAX], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX];
     rsrv_kv_name(name, key, slot, false);
     kv_path(s, path, sizeof path, name);
-    (void)unlink(path);
+    kvfs_unlink(path);
     rsrv_kv_name(name, key, slot, true);
     kv_path(s, path, sizeof path, name);
-    (void)unlink(path);
+    kvfs_unlink(path);
 }
 
 /* Model m's key now (its file's path, size, mtime and first 64 KiB, ctx, parallel, args,
    the llama_server path); false when the file cannot be read. */
 static bool kv_key(const srv *s, int m, uint64_t *key) {
     const rsrv_model *md = &s->cfg->models[m];
-    struct stat st;
     char num[64];
     static unsigned char head[RSRV_KV_HEAD_BYTES];
-    ssize_t got;
-    int fd = open(md->model, O_RDONLY);
+    long got;
+    int64_t size, mtime;
     uint64_t h = 14695981039346656037ull;
-    if (fd < 0) return false;
-    if (fstat(fd, &st) != 0 || (got = read(fd, head, sizeof head)) < 0) {
-        (void)close(fd);
-        return false;
-    }
-    (void)close(fd);
+    if (!kvfs_stat(md->model, &size, &mtime) || (got = kvfs_read(md->model, head, sizeof head)) < 0) return false;
     h = rsrv_kv_key_feed(h, md->id, strlen(md->id));
     h = rsrv_kv_key_feed(h, md->model, strlen(md->model));
-    snprintf(num, sizeof num, "%lld %lld %lld %d", (long long)st.st_size, (long long)st.st_mtime, (long long)md->ctx,
+    snprintf(num, sizeof num, "%lld %lld %lld %d", (long long)size, (long long)mtime, (long long)md->ctx,
              md->parallel);
     h = rsrv_kv_key_feed(h, num, strlen(num));
     h = rsrv_kv_key_feed(h, head, (size_t)got);
@@ -4251,13 +4424,9 @@ static bool kv_key(const srv *s, int m, uint64_t *key) {
 /* One sidecar file read (false when it is missing, too big or not a sidecar). */
 static bool kv_meta_load(const srv *s, const char *name, rsrv_kv_meta *meta) {
     char path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX], text[512];
-    ssize_t n;
-    int fd;
+    long n;
     kv_path(s, path, sizeof path, name);
-    fd = open(path, O_RDONLY);
-    if (fd < 0) return false;
-    n = read(fd, text, sizeof text);
-    (void)close(fd);
+    n = path[0] ? kvfs_read(path, text, sizeof text) : -1;
     return n > 0 && (size_t)n < sizeof text && rsrv_kv_meta_read(text, (size_t)n, meta);
 }
 
@@ -4273,23 +4442,24 @@ typedef struct kv_file {
 
 /* Every KEY-SLOT.meta of the directory into out (at most cap); their count. */
 static int kv_scan(const srv *s, kv_file *out, int cap) {
-    DIR *d = opendir(s->kv_dir);
-    struct dirent *de;
+    kvfs_dir d;
+    const char *de;
     int n = 0;
-    if (!d) return 0;
-    while ((de = readdir(d)) != NULL && n < cap) {
+    if (!kvfs_open(&d, s->kv_dir)) return 0;
+    while ((de = kvfs_next(&d)) != NULL && n < cap) {
         char name[RSRV_KV_NAME_MAX], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX];
-        struct stat st;
         kv_file *f = &out[n];
-        if (!rsrv_kv_parse_name(de->d_name, &f->key, &f->slot)) continue;
-        f->meta_ok = kv_meta_load(s, de->d_name, &f->meta);
+        if (!rsrv_kv_parse_name(de, &f->key, &f->slot)) continue;
+        f->meta_ok = kv_meta_load(s, de, &f->meta);
         rsrv_kv_name(name, f->key, f->slot, false);
         kv_path(s, path, sizeof path, name);
-        f->bytes = stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
-        f->mtime = f->bytes >= 0 ? (int64_t)st.st_mtime : 0;
+        if (!path[0] || !kvfs_stat(path, &f->bytes, &f->mtime)) {
+            f->bytes = -1;
+            f->mtime = 0;
+        }
         n++;
     }
-    (void)closedir(d);
+    kvfs_close(&d);
     return n;
 }
 
@@ -4447,9 +4617,8 @@ static bool kv_saved(srv *s, int m, const rsd_http_event *ev, int64_t *bytes) {
     srv_kv *k = &s->kv[m];
     rsrv_kv_meta meta;
     char name[RSRV_KV_NAME_MAX], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX], text[512];
-    struct stat st;
-    int fd, n;
-    bool ok;
+    int64_t size, mtime;
+    int n;
     memset(&meta, 0, sizeof meta);
     if (ev->result != RSD_OK || ev->status != 200 ||
         rsrv_kv_member_int(ev->body.ptr, ev->body.len, "n_saved", s->kv_toks, SRV_KV_TOKS, &meta.tokens) != RSD_OK ||
@@ -4458,18 +4627,14 @@ static bool kv_saved(srv *s, int m, const rsd_http_event *ev, int64_t *bytes) {
         return false;
     rsrv_kv_name(name, k->key, k->ids[k->cur], false);
     kv_path(s, path, sizeof path, name);
-    if (chmod(path, 0600) != 0 || stat(path, &st) != 0 || (int64_t)st.st_size != meta.bytes) return false;
+    if (!path[0] || !kvfs_private(path, false) || !kvfs_stat(path, &size, &mtime) || size != meta.bytes) return false;
     rsrv_cpy(meta.model, sizeof meta.model, s->cfg->models[m].id, strlen(s->cfg->models[m].id));
     rsrv_cpy(meta.build, sizeof meta.build, k->build, strlen(k->build));
     n = rsrv_kv_meta_write(&meta, text, sizeof text);
     rsrv_kv_name(name, k->key, k->ids[k->cur], true);
     kv_path(s, path, sizeof path, name);
-    fd = n > 0 ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600) : -1;
-    if (fd < 0) return false;
-    ok = fchmod(fd, 0600) == 0 && write(fd, text, (size_t)n) == (ssize_t)n;
-    ok = close(fd) == 0 && ok;
     *bytes = meta.bytes;
-    return ok;
+    return n > 0 && path[0] && kvfs_write_private(path, text, (size_t)n);
 }
 
 /* Model m's files: the ones to restore into k->ids/want (key, build, slot count and
@@ -4791,40 +4956,41 @@ static void kv_metrics(srv *s, mbuf *b) {
 /* KEY-SLOT.bin files without their sidecar (a save cut short: rsd-serve killed, or the
    child finishing a save that had timed out) are deleted. */
 static void kv_orphans(const srv *s) {
-    DIR *d = opendir(s->kv_dir);
-    struct dirent *de;
-    if (!d) return;
-    while ((de = readdir(d)) != NULL) {
+    kvfs_dir d;
+    const char *de;
+    if (!kvfs_open(&d, s->kv_dir)) return;
+    while ((de = kvfs_next(&d)) != NULL) {
         char meta[RSRV_KV_NAME_MAX + 8], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX + 8];
-        size_t n = strlen(de->d_name);
+        size_t n = strlen(de);
         uint64_t key;
         int slot;
-        struct stat st;
-        if (n < 5 || n >= RSRV_KV_NAME_MAX || strcmp(de->d_name + n - 4, ".bin")) continue;
-        memcpy(meta, de->d_name, n - 4);
+        int64_t size, mtime;
+        if (n < 5 || n >= RSRV_KV_NAME_MAX || strcmp(de + n - 4, ".bin")) continue;
+        memcpy(meta, de, n - 4);
         memcpy(meta + n - 4, ".meta", 6);
         if (!rsrv_kv_parse_name(meta, &key, &slot)) continue; /* not one of ours */
         kv_path(s, path, sizeof path, meta);
-        if (path[0] && stat(path, &st) == 0) continue;
-        kv_path(s, path, sizeof path, de->d_name);
-        if (path[0]) (void)unlink(path);
+        if (path[0] && kvfs_stat(path, &size, &mtime)) continue;
+        kv_path(s, path, sizeof path, de);
+        if (path[0]) kvfs_unlink(path);
     }
-    (void)closedir(d);
+    kvfs_close(&d);
 }
 
-/* At start: kv_cache_dir made (0700, an existing one set to 0700) and left-overs of a
-   save cut short deleted. false (logged) when it cannot be: the feature is off. */
+/* At start: kv_cache_dir made private (an existing one of ours made private again) and
+   left-overs of a save cut short deleted. false (logged) when it cannot be: the feature
+   is off. */
 static bool kv_prepare(srv *s) {
     const rsrv_config *c = s->cfg;
-    struct stat st;
+    const char *why = NULL;
     if (!c->kv_cache_dir[0] || c->kv_off) return false;
     rsrv_cpy(s->kv_dir, sizeof s->kv_dir, c->kv_cache_dir, strlen(c->kv_cache_dir));
     s->kv_bytes = c->kv_cache_bytes ? c->kv_cache_bytes : RSRV_KV_BYTES_DEFAULT;
     s->kv_timeout_ms = c->kv_save_timeout_ms ? c->kv_save_timeout_ms : RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS;
-    if ((mkdir(s->kv_dir, 0700) != 0 && errno != EEXIST) || stat(s->kv_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-        st.st_uid != geteuid() || chmod(s->kv_dir, 0700) != 0) {
+    errno = 0;
+    if (!kvfs_private_dir(s->kv_dir, &why)) {
         logf_("kv_cache_dir %s: cannot use it (%s); slots are not saved", s->kv_dir,
-              errno ? strerror(errno) : "not a directory of ours");
+              why ? why : errno ? strerror(errno) : "cannot make it");
         s->kv_dir[0] = 0;
         return false;
     }
@@ -4832,22 +4998,6 @@ static bool kv_prepare(srv *s) {
     kv_budget(s);
     return true;
 }
-#else /* Windows: not yet (the files' modes and the directory scan are POSIX) */
-static bool kv_prepare(srv *s) {
-    if (s->cfg->kv_cache_dir[0] && !s->cfg->kv_off) logf_("kv_cache_dir: not supported on Windows yet; slots are not saved");
-    return false;
-}
-static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now) { (void)s; (void)ev; (void)now; }
-static void kv_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) { (void)s; (void)ev; (void)now; }
-static void kv_on_gone(srv *s, const rsd_fleet_event *ev, uint64_t now) { (void)s; (void)ev; (void)now; }
-static bool kv_park(srv *s, job *j) { (void)s; (void)j; return false; }
-static void kv_service(srv *s, uint64_t now) { (void)s; (void)now; }
-static uint64_t kv_deadline(const srv *s) { (void)s; return RSD_NO_DEADLINE; }
-static bool kv_owns(const srv *s, const void *user) { (void)s; (void)user; return false; }
-static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t now) { (void)s; (void)k; (void)ev; (void)now; }
-static void kv_status(srv *s, rsd_json_writer *w, int m) { (void)s; (void)w; (void)m; }
-static void kv_metrics(srv *s, mbuf *b) { (void)s; (void)b; }
-#endif
 
 /* ---- setup -------------------------------------------------------------------------- */
 static int read_file(const char *path, char **out, size_t *len) {

@@ -78,7 +78,8 @@
                                         slots that holds a prompt is saved there (POST
                                         /slots/N?action=save; every such child gets
                                         --slot-save-path DIR/slots, made 0700, files
-                                        0600), and restored into the same slot when it
+                                        0600; on Windows both get an owner-only DACL),
+                                        and restored into the same slot when it
                                         starts again, before that slot's first request.
                                         Each file is keyed by the model file (path, size,
                                         mtime, a hash of its first 64 KiB), ctx, parallel,

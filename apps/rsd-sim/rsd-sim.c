@@ -52,6 +52,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifndef O_BINARY
+#define O_BINARY 0 /* Windows: the slot files are bytes, never text */
+#endif
 
 enum { SIM_BODY_BYTES = 1 << 20, SIM_MAX_FDS = 256 };
 
@@ -272,7 +275,7 @@ static void slot_read(sim_app *a, const rsd_http_server_event *ev, rsim_req *q) 
         rsd_json_str(&d, rsd_json_find(&d, 0, "filename"), name, sizeof name, NULL) != RSD_OK ||
         !slot_path(a, name, path, sizeof path))
         return;
-    fd = open(path, O_RDONLY);
+    fd = open(path, O_RDONLY | O_BINARY);
     if (fd < 0) return;
     n = read(fd, a->file, RSIM_KV_FILE_MAX);
     close(fd);
@@ -290,7 +293,7 @@ static void slot_write(sim_app *a, rsim_resp *r) {
     int fd;
     bool ok;
     if (!r->file_name) return;
-    fd = slot_path(a, r->file_name, path, sizeof path) ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : -1;
+    fd = slot_path(a, r->file_name, path, sizeof path) ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_BINARY, 0666) : -1;
     ok = fd >= 0 && write(fd, r->file_data, r->file_len) == (ssize_t)r->file_len;
     if (fd >= 0) ok = close(fd) == 0 && ok;
     if (ok) return;

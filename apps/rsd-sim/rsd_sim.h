@@ -69,6 +69,14 @@
               downloads it first (wire.md 1.12: its state line says "downloading"): a load
               lists it downloading for MS, then loading. Connections as llama.cpp's HTTP layer: see
               --idle-close-ms and rsim_resp (keep_alive, connection_close, close_after).
+              Each child has 4 slots; a proxied chat leaves 6 prompt tokens in slot 0
+              (GET /slots?model= lists them). POST /slots/ID?action=save|restore goes to
+              the child its JSON body's "model" names, as b10116's router (no "model"
+              in the body: 400 "model name is missing from the request"), with the
+              server mode's files and answers (rsim_router_slot_file; 501 without
+              --slot-save-path); a stop loses the slots. Not simulated: such a request
+              to a model that is not loaded (the real router loads it) is 400 "model is
+              not loaded".
      server   one model; slots = --parallel; inference waits for a free slot. Each slot
               keeps a KV cache of its last prompt and answer (by message: a message is
               4 + bytes/4 tokens); a task takes its body's id_slot (in range: it waits
@@ -252,6 +260,7 @@ typedef struct rsim_model {
     /* LM Studio */
     rsim_inst inst[RSIM_MAX_INST];
     int ninst;
+    uint32_t slot_kv[4];       /* router: the prompt tokens each of the child's slots holds */
     int jit_loading;           /* JIT loads in flight (more than 1 only with --jit-race) */
     int loads_pending;         /* explicit REST loads in flight (VRAM reservation) */
     uint64_t jit_ttl_ms;
@@ -1115,6 +1124,7 @@ RSIM_FN void rsim_r_stop(rsim *s, int i) {
     rsim_model *m = &s->m[i];
     bool hang;
     int k;
+    memset(m->slot_kv, 0, sizeof m->slot_kv); /* the child's cache goes with it */
     if (m->state == RSIM_LOADING) { rsim_r_exited(s, i, 1); return; }
     if (m->stopping || !rsim_running(m)) return;
     s->evicted = true;
@@ -1394,6 +1404,7 @@ RSIM_FN void rsim_release(rsim *s, rsim_ticket *t) {
     m = &s->m[t->r.model];
     if (m->inflight > 0) m->inflight--;
     m->last_task_ms = s->now;
+    if (s->o.runtime == RSIM_RT_ROUTER && t->chat && m->slot_kv[0] < 6) m->slot_kv[0] = 6;
     if (s->o.runtime == RSIM_RT_OLLAMA && m->inflight == 0) m->expires_ms = s->now + (m->stopping ? 0 : m->keep_ms);
     if (s->o.runtime == RSIM_RT_LMSTUDIO) {
         rsim_inst *in = rsim_l_inst_of(s, t);
@@ -1991,7 +2002,7 @@ RSIM_FN void rsim_w_slots(rsim_w *w, const rsim *s, const rsim_model *m) {
     rsim_w_arr(w);
     for (k = 0; k < n; k++) {
         bool busy = s->o.runtime == RSIM_RT_SERVER ? s->slots[k].busy : k < m->inflight;
-        bool used = s->o.runtime == RSIM_RT_SERVER ? s->slots[k].used : busy;
+        bool used = s->o.runtime == RSIM_RT_SERVER ? s->slots[k].used : busy || (k < 4 && m->slot_kv[k]);
         rsim_w_obj(w);
         rsim_w_kint(w, "id", k);
         rsim_w_kint(w, "n_ctx", rsim_child_ctx(s, m));
@@ -2005,7 +2016,7 @@ RSIM_FN void rsim_w_slots(rsim_w *w, const rsim *s, const rsim_model *m) {
                 for (q = 0; q < s->slots[k].nkv; q++) nt += s->slots[k].kv[q].n;
                 rsim_w_kint(w, "n_prompt_tokens", nt);
             } else {
-                rsim_w_kint(w, "n_prompt_tokens", 6);
+                rsim_w_kint(w, "n_prompt_tokens", k < 4 && m->slot_kv[k] ? m->slot_kv[k] : 6);
             }
             rsim_w_kint(w, "n_prompt_tokens_processed", 6);
             rsim_w_kint(w, "n_prompt_tokens_cache", 0);
@@ -3158,6 +3169,67 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
     }
 }
 
+/* Router POST /slots/ID?action=save|restore {"model": M, "filename": NAME}: M's child
+   saves or restores its slot ID (of 4) as the server mode does; the file is
+   "rsim-kv 1 N" and N lines "HASH TOKENS" (one chunk: the model's hash, the tokens). */
+RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
+    char a[32], name[RSIM_NAME_MAX], msg[RSIM_MSG_MAX], *end = NULL;
+    const char *id = c->path + 7;
+    long k;
+    int i;
+    rsim_model *m;
+    if (!c->valid) { rsim_parse_error(c, t); return; }
+    if (!c->has_model) { rsim_lerr(t, 400, "model name is missing from the request"); return; }
+    if ((i = rsim_find(s, c->model)) < 0) {
+        snprintf(msg, sizeof msg, "model '%.200s' not found", c->model);
+        rsim_lerr(t, 400, msg);
+        return;
+    }
+    m = &s->m[i];
+    if (m->state != RSIM_LOADED || m->stopping) { rsim_lerr(t, 400, "model is not loaded"); return; }
+    if (!s->o.slot_save) {
+        rsim_lerr(t, 501, "This server does not support slots action. Start it with `--slot-save-path`");
+        return;
+    }
+    if (!rsim_query(c, "action", a, sizeof a) || (strcmp(a, "save") && strcmp(a, "restore"))) {
+        rsim_lerr(t, 400, "Invalid action");
+        return;
+    }
+    k = strtol(id, &end, 10);
+    if (!*id || !end || *end || k < 0 || k >= 4) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
+    if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, sizeof name)) {
+        rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
+        return;
+    }
+    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return; }
+    if (!strcmp(a, "save")) {
+        uint32_t n = m->slot_kv[k];
+        s->file_len = (size_t)snprintf(s->file_data, sizeof s->file_data, n ? "rsim-kv 1 1\n%016llx %u\n" : "rsim-kv 1 0\n",
+                                       (unsigned long long)rsim_chunk_of("", 0, m->id, strlen(m->id)).h, (unsigned)n);
+        rsim_cpy(s->file_name, sizeof s->file_name, name, strlen(name));
+        s->file_write = true;
+        snprintf(msg, sizeof msg, "{\"id_slot\":%ld,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
+                 "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
+        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+        return;
+    }
+    {
+        const char *d = c->q->file_data;
+        unsigned long long h = 0;
+        unsigned tn = 0;
+        int want = -1;
+        if (!c->q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > 1 ||
+            (want == 1 && sscanf(d, "rsim-kv 1 1\n%llx %u", &h, &tn) != 2)) {
+            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
+            return;
+        }
+        m->slot_kv[k] = want ? tn : 0;
+        snprintf(msg, sizeof msg, "{\"id_slot\":%ld,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
+                 "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)m->slot_kv[k], (unsigned)c->q->file_len);
+        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+    }
+}
+
 RSIM_FN void rsim_router_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     int out;
     bool chat;
@@ -3189,6 +3261,7 @@ RSIM_FN void rsim_router_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         rsim_router_proxy(s, c, t, out);
         return;
     }
+    if (c->post && !strncmp(c->path, "/slots/", 7)) { rsim_router_slot_file(s, c, t); return; }
     if (c->post && (out = rsim_infer_out(c->path, &chat)) != 0) {
         if (out == RSIM_O_RAW) rsim_cpy(t->r.msg, sizeof t->r.msg, "{}", 2);
         t->chat = chat;

@@ -1,5 +1,5 @@
 /* The feature macros (RSD_NO_OLLAMA, RSD_NO_LMSTUDIO, RSD_NO_ETCD, RSD_NO_HTTP_SERVER,
-   RSD_NO_PROC, RSD_NO_DETECT, RSD_NO_DEVMEM, RSD_NO_GGUF, RSD_NO_SERVE_LEASE), given on the command line in every combination by tests/compile.sh: the
+   RSD_NO_PROC, RSD_NO_DETECT, RSD_NO_DEVMEM, RSD_NO_GGUF, RSD_NO_SERVE_LEASE, RSD_NO_ENSURE_KV), given on the command line in every combination by tests/compile.sh: the
    implementation builds, links and what is compiled out says so. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../../residency_http.h"
@@ -99,6 +99,21 @@ int main(void) {
         bad |= !le || rsd_ensurer_release_begin(le, &lq, "rsd-serve:1", 0) != RSD_OK;
 #endif
         rsd_ensurer_destroy(le);
+    }
+    { /* the ensurer's slot saves (desc.kv_slots): created, or refused without them */
+        rsd_ensurer_desc kd;
+        rsd_ensurer *ke;
+        memset(&kd, 0, sizeof kd);
+        kd.no_state = true;
+        kd.ignore_env = true;
+        kd.kv_slots = true;
+        ke = rsd_ensurer_create(&kd);
+#ifdef RSD_NO_ENSURE_KV
+        bad |= ke != NULL;
+#else
+        bad |= ke == NULL;
+#endif
+        rsd_ensurer_destroy(ke);
     }
     return bad;
 }
