@@ -73,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     s.nmodels = nm;
     cur_max = max_slots;
     s.max_now = max_slots;
+    s.overlap = true; /* the default desc.overlap: starts beside stops where the bytes hold */
     s.lease_budget = budget;
     for (; pos + 3 <= n && !s.err[0]; pos += 3) {
         unsigned op = d[pos], arg = (unsigned)d[pos + 1] | ((unsigned)d[pos + 2] << 8);
