@@ -1,9 +1,9 @@
 /* fuzz_pool: bytes -> a pool configuration and an operation sequence (acquire, release,
    cancel, start ok/failed, exit, crash, time, configure, unload, pin, measured VRAM,
    preload, stop, exclusive acquires, byte leases taken and given back). After every operation the invariants of tests/pool_sim.h must hold: never more
-   live processes than max (the stopping ones beside them: desc.overlap), never over the byte budget, no STOP for a busy or pinned slot (except
-   stop/unload), no start that breaks a lease, an exclusive request alone on its
-   process, counts consistent with the host's view; at the end, driven to
+   live processes than max (stopping ones may run beside them: desc.overlap), never over
+   the byte budget, no STOP for a busy or pinned slot (except stop/unload), no start
+   that breaks a lease, an exclusive request alone on its process, counts consistent with the host's view; at the end, driven to
    quiescence, every request was GRANTed or FAILed. A violation traps.
 
    Layout: byte 0 max_slots, 1 budget (GiB, 0 = none), 2 model count, 3 max_wait, then
