@@ -12985,6 +12985,8 @@ RSDI_PRIVATE void rsdi_pool_slot_settled(rsd_pool *p, int s) {
         }
     } else if (sl->state == RSD_POOL_SLOT_DRAINING && sl->in_flight == 0) {
         rsdi_pool_stop_slot(p, s, sl->why == RSD_POOL_WHY_NONE ? RSD_POOL_WHY_UNLOAD : sl->why);
+        /* its count slot is free now where starts overlap stops (the pass decides) */
+        if (p->overlap != RSD_POOL_OVERLAP_OFF && p->want_head >= 0) rsdi_pool_pass(p);
     }
 }
 

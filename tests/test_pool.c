@@ -1147,6 +1147,39 @@ static void test_overlap_swap_starts_beside_the_stop_when_the_bytes_hold(void) {
     CHECK(mk_overlap(1, 0, 3, NULL, 0) == NULL); /* an unknown mode is a bad desc */
 }
 
+/* A busy process drained for a model waiting past the wait bound: its last release
+   stops it and, the bytes holding both, the waiting model starts beside that stop. */
+static void test_overlap_after_a_starvation_drain(void) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req ra, rb;
+    const rsd_pool_action *stop;
+    int s = -1;
+    m[0] = md("a", 4 * GiB); m[1] = md("b", 4 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk_overlap(1, 10 * GiB, RSD_POOL_OVERLAP_BYTES, m, 2);
+    REQUIRE(h.p);
+    h.auto_start = true;
+    ra = get(&h, 0, NULL);                      /* a runs a request */
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, h.now, NULL, &rb, &s), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
+    h.now = RSD_POOL_DEFAULT_MAX_WAIT_MS + 1;
+    (void)step_next(h.p, h.now);               /* b waited past the bound: a drains */
+    pump(&h);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_DRAINING);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
+    CHECK_EQ_INT(rsd_pool_release(h.p, ra, h.now), RSD_OK);
+    pump(&h);
+    stop = last(&h, RSD_POOL_ACTION_STOP);
+    REQUIRE(stop != NULL);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2); /* b, before a has exited */
+    CHECK(grant_of(&h, rb) != NULL);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop->proc, h.now), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_release(h.p, rb, h.now), RSD_OK);
+    rsd_pool_destroy(h.p);
+}
+
 /* A model never starts beside its own stopping process (it may be saving its slots in
    its stop grace): a -> b overlaps a's stop, b -> a back waits for that exit. */
 static void test_overlap_same_model_waits_for_its_own_exit(void) {
@@ -1875,6 +1908,7 @@ int main(int argc, char **argv) {
     RUN(test_byte_budget_admission_waits_then_fits);
     RUN(test_overlap_swap_starts_beside_the_stop_when_the_bytes_hold);
     RUN(test_overlap_same_model_waits_for_its_own_exit);
+    RUN(test_overlap_after_a_starvation_drain);
     RUN(test_queue_full_and_handle_errors);
     RUN(test_create_rejects_bad_desc_and_survives_oom);
     RUN(test_unload_drain_while_starting_serves_its_waiters_then_stops);
