@@ -13342,7 +13342,10 @@ RSDI_PRIVATE void rsdi_pool_start_failed(rsd_pool *p, int m) {
         rsdi_pool_model *vm = &p->models[v];
         if (vm->evicted_for != m) continue;
         vm->evicted_for = -1;
-        if (vm->slot >= 0 || vm->wanting || p->stopped) continue;
+        /* one still stopping (the failed start overlapped its stop) starts once it has exited */
+        if ((vm->slot >= 0 && p->slots[vm->slot].state != RSD_POOL_SLOT_STOPPING) || vm->wanting ||
+            p->stopped)
+            continue;
         if (rsdi_pool_preload_req(p, v) == RSD_PENDING) {
             p->ctr.restores++;
             rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_RESTORE, RSDI_WHERE,

@@ -1180,6 +1180,42 @@ static void test_overlap_after_a_starvation_drain(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* A start that fails beside the stop of the model evicted for it: that model is loaded
+   again once it has exited (a restore, as when the start came after the exit). */
+static void test_overlap_failed_start_restores_the_stopping_victim(void) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req ra, rb;
+    rsd_pool_action stop_a, spawn_b;
+    rsd_pool_stats st;
+    int s = -1;
+    m[0] = md("a", 4 * GiB); m[1] = md("b", 4 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk_overlap(1, 10 * GiB, RSD_POOL_OVERLAP_BYTES, m, 2);
+    REQUIRE(h.p);
+    h.auto_start = true;
+    ra = get(&h, 0, NULL);
+    CHECK_EQ_INT(rsd_pool_release(h.p, ra, h.now), RSD_OK);
+    h.auto_start = false;
+    h.nlog = 0;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, h.now, NULL, &rb, &s), RSD_PENDING);
+    pump(&h);
+    REQUIRE(last(&h, RSD_POOL_ACTION_STOP) && last(&h, RSD_POOL_ACTION_SPAWN));
+    stop_a = *last(&h, RSD_POOL_ACTION_STOP);
+    spawn_b = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, spawn_b.proc, false, h.now), RSD_OK); /* b fails, a still exiting */
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.restores, 1);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, last(&h, RSD_POOL_ACTION_STOP)->proc, h.now), RSD_OK); /* b's */
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop_a.proc, h.now), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2); /* a again, after its exit */
+    CHECK_EQ_INT(last(&h, RSD_POOL_ACTION_SPAWN)->model, 0);
+    rsd_pool_destroy(h.p);
+}
+
 /* A model never starts beside its own stopping process (it may be saving its slots in
    its stop grace): a -> b overlaps a's stop, b -> a back waits for that exit. */
 static void test_overlap_same_model_waits_for_its_own_exit(void) {
@@ -1909,6 +1945,7 @@ int main(int argc, char **argv) {
     RUN(test_overlap_swap_starts_beside_the_stop_when_the_bytes_hold);
     RUN(test_overlap_same_model_waits_for_its_own_exit);
     RUN(test_overlap_after_a_starvation_drain);
+    RUN(test_overlap_failed_start_restores_the_stopping_victim);
     RUN(test_queue_full_and_handle_errors);
     RUN(test_create_rejects_bad_desc_and_survives_oom);
     RUN(test_unload_drain_while_starting_serves_its_waiters_then_stops);
