@@ -1675,7 +1675,7 @@
            max_requests + 48 bytes per event_log entry (tests/test_sizes_shell.c). destroy does not stop
            processes (they are the host's): call rsd_pool_stop and reap first.
            A zeroed (or NULL) desc = 1 slot, 1024 requests, no byte budget, a 30 s wait bound,
-           start backoff 1 s doubling to 60 s.
+           start backoff 1 s doubling to 60 s, overlap RSD_POOL_OVERLAP_BYTES (below).
        rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
            id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
            default_reserve_bytes) is reserved when a slot is claimed, before
@@ -1822,6 +1822,23 @@
        room for several waiting models, one pass starts them all. Work per event is
        O(models x slots), independent of the number of waiting requests;
        a load that completes grants its waiters in O(granted).
+
+     Swaps beside a stop (desc.overlap)
+       A process that is stopping (STOPPING, FAILED) keeps its reservation until
+       on_exited, always. With RSD_POOL_OVERLAP_BYTES (the default) and a byte
+       budget it holds no count slot: a start that needs its slot, not its
+       bytes, is claimed in the same pass as the STOP (the actions come out STOP
+       then SPAWN), so the new process loads while the old one exits (a swap
+       costs the load, not the exit plus the load). A start that needs the
+       stopping process's bytes waits for its on_exited as before: memory is
+       never counted twice. Without a byte budget the pool knows nothing of
+       memory, so the count is the only guard and a start waits for the exit;
+       RSD_POOL_OVERLAP_COUNT (a host that knows the memory holds both, e.g.
+       children on host memory) overlaps there too; RSD_POOL_OVERLAP_OFF never
+       overlaps. A model never starts beside its own stopping process: its
+       requests wait for that exit (the old process may be saving its state in
+       its stop grace), then it starts. At most RSD_POOL_MAX_SLOTS processes,
+       stopping ones included, exist at once.
 
      Failed starts
        A start fails when on_started(!ok) comes, or the process
@@ -3940,6 +3957,14 @@ typedef struct rsd_pool_model_desc {
     bool pinned;             /* never evicted, trimmed or TTL-unloaded (only unload/stop stop it) */
 } rsd_pool_model_desc;
 
+/* rsd_pool_desc.overlap: may a start begin beside a process that is still stopping? */
+typedef enum rsd_pool_overlap {
+    RSD_POOL_OVERLAP_BYTES = 0, /* with a byte budget: a stopping process holds its bytes until it
+                                   has exited but no count slot; count only: wait for the exit */
+    RSD_POOL_OVERLAP_COUNT = 1, /* also count only: the host knows the memory holds both */
+    RSD_POOL_OVERLAP_OFF = 2    /* every start waits for the exits it needs */
+} rsd_pool_overlap;
+
 /* Pool configuration; zeroed means defaults. */
 typedef struct rsd_pool_desc {
     int max_slots;                 /* resident processes; 0 = 1; clamped to 1..RSD_POOL_MAX_SLOTS */
@@ -3952,6 +3977,7 @@ typedef struct rsd_pool_desc {
     uint32_t start_backoff_ms;     /* after a failed start, no new start for this long, doubling
                                       per consecutive failure; 0 = 1000 */
     uint32_t start_backoff_max_ms; /* the doubling stops here; 0 = 60000 */
+    int overlap;                   /* rsd_pool_overlap; 0 = RSD_POOL_OVERLAP_BYTES */
     const rsd_pool_model_desc *models; /* initial model table (may be NULL) */
     int num_models;                /* entries in models */
     rsd_allocator allocator;       /* zeroed = RSD_DEFAULT_ALLOC/FREE */
@@ -12486,6 +12512,7 @@ struct rsd_pool {
     rsd_logger logger;
     int max_slots;
     uint32_t max_requests, max_waiting, max_wait_ms, backoff_ms, backoff_max_ms;
+    int overlap;       /* rsd_pool_overlap */
     uint64_t budget_bytes, default_reserve, measured_total, foreign_bytes;
     bool stopped;
     uint64_t clock, now_ms;
@@ -12955,6 +12982,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
     int s, m, next, live;
     int64_t free_s, free_b, pend_s = 0, pend_b = 0, cap;
     uint64_t budget;
+    bool ov; /* a stopping process holds no count slot: a start may begin beside it */
     if (p->stopped) return;
     p->work++;
     /* trim: idle excess above max, LRU first; busy excess waits. */
@@ -12970,17 +12998,19 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         return;
     }
     budget = rsdi_pool_budget(p);
+    ov = p->overlap == RSD_POOL_OVERLAP_COUNT || (p->overlap == RSD_POOL_OVERLAP_BYTES && budget);
     cap = budget ? (int64_t)budget - (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget)
                  : RSDI_POOL_UNLIMITED;
     cap -= (int64_t)p->leased_total; /* a lease's bytes go to no start */
-    free_s = (int64_t)p->max_slots - rsdi_pool_count(p, false);
+    free_s = (int64_t)p->max_slots - rsdi_pool_count(p, ov);
     free_b = cap - (int64_t)p->reserved_total;
-    /* Capacity already on its way out (stopping, or draining toward a stop). */
+    /* Capacity already on its way out (stopping, or draining toward a stop); with ov a
+       stopping process's count slot is free already, its bytes are not until it exits. */
     for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
         rsd_pool_slot_state st = p->slots[s].state;
         if (st == RSD_POOL_SLOT_STOPPING || st == RSD_POOL_SLOT_FAILED ||
             st == RSD_POOL_SLOT_DRAINING) {
-            pend_s++;
+            if (!ov || st == RSD_POOL_SLOT_DRAINING) pend_s++;
             pend_b += (int64_t)p->slots[s].reserve_bytes;
         }
     }
@@ -13071,9 +13101,22 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
                 rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_EVICT, RSDI_WHERE,
                           "pool: evicting %s for %s", p->models[p->slots[v].model].id, md->id);
                 p->models[p->slots[v].model].evicted_for = m;
-                pend_s++;
+                if (ov) free_s++;
+                else pend_s++;
                 pend_b += (int64_t)p->slots[v].reserve_bytes;
                 rsdi_pool_stop_slot(p, v, RSD_POOL_WHY_EVICT);
+            }
+            /* With ov the start begins now, beside the stops, when the bytes hold both
+               (and a slot entry is empty: up to RSD_POOL_MAX_SLOTS processes at once). */
+            if (ov && free_s >= 1 && free_b >= r) {
+                for (s = 0; s < RSD_POOL_MAX_SLOTS; s++)
+                    if (p->slots[s].state == RSD_POOL_SLOT_EMPTY) break;
+                if (s < RSD_POOL_MAX_SLOTS) {
+                    rsdi_pool_claim(p, s, m);
+                    free_s--;
+                    free_b -= r;
+                    continue;
+                }
             }
         }
         /* Commit: this model holds the free and outgoing capacity it needs, so later
@@ -13106,6 +13149,8 @@ RSDI_PRIVATE void rsdi_pool_slot_settled(rsd_pool *p, int s) {
         }
     } else if (sl->state == RSD_POOL_SLOT_DRAINING && sl->in_flight == 0) {
         rsdi_pool_stop_slot(p, s, sl->why == RSD_POOL_WHY_NONE ? RSD_POOL_WHY_UNLOAD : sl->why);
+        /* its count slot is free now where starts overlap stops (the pass decides) */
+        if (p->overlap != RSD_POOL_OVERLAP_OFF && p->want_head >= 0) rsdi_pool_pass(p);
     }
 }
 
@@ -13196,9 +13241,9 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     if (d.max_requests > RSD_POOL_MAX_REQUESTS || d.vram_budget_bytes > RSD_POOL_MAX_BYTES ||
         d.default_reserve_bytes > RSD_POOL_MAX_BYTES || d.num_models < 0 ||
         d.num_models > RSD_POOL_MAX_MODELS || (d.num_models > 0 && !d.models) ||
-        d.event_log > RSD_POOL_MAX_REQUESTS) {
+        d.event_log > RSD_POOL_MAX_REQUESTS || d.overlap < 0 || d.overlap > RSD_POOL_OVERLAP_OFF) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_DESC,
-                 "pool: desc out of range (max_requests, bytes, num_models or event_log)",
+                 "pool: desc out of range (max_requests, bytes, num_models, event_log or overlap)",
                  RSDI_WHERE);
         return NULL;
     }
@@ -13234,6 +13279,7 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     p->max_requests = d.max_requests;
     p->max_waiting = d.max_waiting;
     p->max_wait_ms = d.max_wait_ms;
+    p->overlap = d.overlap;
     p->backoff_ms = d.start_backoff_ms ? d.start_backoff_ms : (uint32_t)RSD_POOL_DEFAULT_BACKOFF_MS;
     p->backoff_max_ms = d.start_backoff_max_ms ? d.start_backoff_max_ms
                                                : (uint32_t)RSD_POOL_DEFAULT_BACKOFF_MAX_MS;
@@ -13461,7 +13507,10 @@ RSDI_PRIVATE void rsdi_pool_start_failed(rsd_pool *p, int m) {
         rsdi_pool_model *vm = &p->models[v];
         if (vm->evicted_for != m) continue;
         vm->evicted_for = -1;
-        if (vm->slot >= 0 || vm->wanting || p->stopped) continue;
+        /* one still stopping (the failed start overlapped its stop) starts once it has exited */
+        if ((vm->slot >= 0 && p->slots[vm->slot].state != RSD_POOL_SLOT_STOPPING) || vm->wanting ||
+            p->stopped)
+            continue;
         if (rsdi_pool_preload_req(p, v) == RSD_PENDING) {
             p->ctr.restores++;
             rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_RESTORE, RSDI_WHERE,

@@ -1,9 +1,9 @@
 /* fuzz_pool: bytes -> a pool configuration and an operation sequence (acquire, release,
    cancel, start ok/failed, exit, crash, time, configure, unload, pin, measured VRAM,
    preload, stop, exclusive acquires, byte leases taken and given back). After every operation the invariants of tests/pool_sim.h must hold: never more
-   slots than max, never over the byte budget, no STOP for a busy or pinned slot (except
-   stop/unload), no start that breaks a lease, an exclusive request alone on its
-   process, counts consistent with the host's view; at the end, driven to
+   live processes than max (stopping ones may run beside them: desc.overlap), never over
+   the byte budget, no STOP for a busy or pinned slot (except stop/unload), no start
+   that breaks a lease, an exclusive request alone on its process, counts consistent with the host's view; at the end, driven to
    quiescence, every request was GRANTed or FAILed. A violation traps.
 
    Layout: byte 0 max_slots, 1 budget (GiB, 0 = none), 2 model count, 3 max_wait, then
@@ -73,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     s.nmodels = nm;
     cur_max = max_slots;
     s.max_now = max_slots;
+    s.overlap = true; /* the default desc.overlap: starts beside stops where the bytes hold */
     s.lease_budget = budget;
     for (; pos + 3 <= n && !s.err[0]; pos += 3) {
         unsigned op = d[pos], arg = (unsigned)d[pos + 1] | ((unsigned)d[pos + 2] << 8);

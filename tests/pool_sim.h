@@ -22,6 +22,8 @@ typedef struct psim {
     int nreq;
     unsigned long granted, failed, released, cancelled, spawns, stops, evict_busy;
     int max_now;           /* current max_slots: no SPAWN may take occupancy above it */
+    bool overlap;          /* the pool may start beside stopping processes (desc.overlap not
+                              OFF): then the live processes are bounded by max, not all */
     uint64_t lease_budget; /* the byte budget leases are held in (0 = not checked) */
     rsd_pool_lease_h lease[RSD_POOL_MAX_LEASES];
     char err[256];
@@ -50,7 +52,8 @@ static int psim_pump(psim *s) {
             if (a.slot < 0 || a.slot >= RSD_POOL_MAX_SLOTS) return psim_fail(s, "SPAWN bad slot");
             if (s->proc_state[a.slot] != 0) return psim_fail(s, "SPAWN into a live slot");
             rsd_pool_query_stats(s->pool, &st);
-            if (s->max_now && st.occupied_slots > s->max_now) return psim_fail(s, "SPAWN above max");
+            if (s->max_now && (s->overlap ? st.live_slots : st.occupied_slots) > s->max_now)
+                return psim_fail(s, "SPAWN above max");
             if (s->lease_budget && st.reserved_bytes + st.leased_bytes > s->lease_budget)
                 return psim_fail(s, "SPAWN breaks a lease");
             s->proc_state[a.slot] = 1;
@@ -112,7 +115,8 @@ static int psim_check(psim *s, int max_slots, uint64_t budget) {
         if (st.slots[i].state == RSD_POOL_SLOT_EMPTY && (st.slots[i].in_flight || st.slots[i].reserve_bytes))
             return psim_fail(s, "empty slot holds work or bytes");
     }
-    if (st.occupied_slots > max_slots) return psim_fail(s, "more slots than max");
+    if ((s->overlap ? st.live_slots : st.occupied_slots) > max_slots)
+        return psim_fail(s, "more slots than max");
     if (bytes != st.reserved_bytes) return psim_fail(s, "reserved bytes disagree");
     if (budget && bytes > budget) return psim_fail(s, "over the byte budget");
     if (rsd_pool_next_deadline(s->pool) == 0) return psim_fail(s, "deadline 0 after every action was pulled");

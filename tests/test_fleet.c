@@ -1453,6 +1453,76 @@ static void test_stop_hold(void) {
     CHECK(no_children());
 }
 
+/* Swaps beside a stop (rsd_pool_desc.overlap), with a held stop (the host's kv save in
+   the grace) keeping the old child alive as long as the test says: with COUNT, b starts and
+   serves while a is still held, on its own port; a requested back waits for a's exit. By
+   default, count only, b starts only after a has exited. */
+static void test_swap_overlaps_the_stop(void) {
+    int fd0 = count_fds(), a, b, mode;
+    for (mode = 0; mode < 2; mode++) {
+        rsd_fleet_desc d;
+        rsd_fleet *f;
+        rsd_pool_req r;
+        const logged *st, *x;
+        uint16_t pa, pb;
+        log_reset();
+        memset(&d, 0, sizeof d);
+        d.pool.max_slots = 1;
+        d.pool.overlap = mode == 0 ? RSD_POOL_OVERLAP_COUNT : RSD_POOL_OVERLAP_BYTES;
+        d.procs.term_grace_ms = 2000;
+        d.procs.start_deadline_ms = 15000;
+        d.stop_hold_ms = 60000;
+        f = rsd_fleet_create(&d);
+        REQUIRE(f != NULL);
+        a = add(f, "a", NULL);
+        b = add(f, "b", NULL);
+        pa = acquire_wait(f, a, &r);
+        REQUIRE(pa > 0);
+        CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+        if (mode == 1) { /* count only: b waits for a's exit */
+            CHECK_EQ_INT(rsd_fleet_acquire(f, b, tnow(), NULL, &r, &pb), RSD_PENDING);
+            st = await(f, RSD_FLEET_EV_STOPPING, a, 0);
+            REQUIRE(st != NULL);
+            CHECK(st->ev.held);
+            round_once(f, NULL);
+            CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, b), 0);
+            CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_OK);
+            x = await(f, RSD_FLEET_EV_STARTING, b, 0);
+            REQUIRE(x != NULL);
+            CHECK(find_kind(RSD_FLEET_EV_EXITED, a, 0) != NULL && find_kind(RSD_FLEET_EV_EXITED, a, 0) < x);
+            CHECK(rsd_fleet_cancel(f, r, tnow()) >= 0);
+            finish(f);
+            continue;
+        }
+        pb = acquire_wait(f, b, &r); /* b loads and serves while a is held */
+        REQUIRE(pb > 0);
+        CHECK(pb != pa);
+        st = find_kind(RSD_FLEET_EV_STOPPING, a, 0);
+        REQUIRE(st != NULL);
+        CHECK(st->ev.held);
+        x = find_kind(RSD_FLEET_EV_STARTING, b, 0);
+        CHECK(x != NULL && st < x); /* the STOP first, the start right after it */
+        CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 0);
+        CHECK_EQ_INT(http_status(pa, "GET", "/health", NULL), 200); /* a still up, its own port */
+        CHECK_EQ_INT(http_status(pb, "GET", "/health", NULL), 200);
+        CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+        /* b -> a back while a is held (saving): a does not start beside itself */
+        CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &pa), RSD_PENDING);
+        round_once(f, NULL);
+        CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, a), 1);
+        CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
+        CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_OK);
+        x = await(f, RSD_FLEET_EV_STARTING, a, 1);
+        REQUIRE(x != NULL);
+        CHECK(find_kind(RSD_FLEET_EV_EXITED, a, 0) != NULL && find_kind(RSD_FLEET_EV_EXITED, a, 0) < x);
+        CHECK(find_kind(RSD_FLEET_EV_STOPPING, b, 0) != NULL); /* b makes room, beside a's start */
+        CHECK(rsd_fleet_cancel(f, r, tnow()) >= 0);
+        finish(f);
+    }
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 /* The last SIGTERM's "SIGKILL in N ms" (the supervisor's log through the fleet's logger);
    -2 for a stop that terminates at once (Windows without a console). */
 static void stop_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
@@ -1553,6 +1623,7 @@ int main(int argc, char **argv) {
     RUN(test_lease_stops_idle_and_restores);
     RUN(test_exclusive_request);
     RUN(test_stop_hold);
+    RUN(test_swap_overlaps_the_stop);
     RUN(test_stop_hold_in_grace);
     remove_model_files();
     return RSD_TEST_END();

@@ -1058,6 +1058,207 @@ static void test_byte_budget_admission_waits_then_fits(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* ---- swaps beside a stop (desc.overlap) ---------------------------------------------- */
+/* The pool's event log as one string of letters in order: C claim, R ready, S stop,
+   X exited (after a STOP), each followed by its model index. */
+static void ev_trace(rsd_pool *p, char *out, size_t cap) {
+    rsd_pool_event ev;
+    size_t n = 0;
+    out[0] = '\0';
+    while (rsd_pool_next_event(p, &ev) && n + 3 < cap) {
+        char k = ev.kind == RSD_POOL_EV_CLAIM ? 'C' : ev.kind == RSD_POOL_EV_READY ? 'R'
+               : ev.kind == RSD_POOL_EV_STOP ? 'S' : ev.kind == RSD_POOL_EV_EXITED ? 'X' : '?';
+        out[n++] = k;
+        out[n++] = (char)('0' + ev.model);
+        out[n] = '\0';
+    }
+}
+
+static rsd_pool *mk_overlap(int max, uint64_t budget, int overlap, const rsd_pool_model_desc *m, int n) {
+    rsd_pool_desc d;
+    memset(&d, 0, sizeof d);
+    d.max_slots = max;
+    d.vram_budget_bytes = budget;
+    d.overlap = overlap;
+    d.models = m;
+    d.num_models = n;
+    d.event_log = 64;
+    return rsd_pool_create(&d);
+}
+
+/* One slot, a resident idle "a", a request for "b": the pool's actions and events up to the
+   moment the host reports a's exit. Returns how many SPAWNs came before that exit. */
+static int swap_spawns_before_exit(int overlap, uint64_t budget, uint64_t a_bytes, uint64_t b_bytes,
+                                   char *trace, size_t cap) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req ra, rb;
+    rsd_pool_stats st;
+    const rsd_pool_action *stop;
+    int s = -1, spawns;
+    m[0] = md("a", a_bytes); m[1] = md("b", b_bytes);
+    memset(&h, 0, sizeof h);
+    h.p = mk_overlap(1, budget, overlap, m, 2);
+    if (!h.p) { CHECK(h.p != NULL); return -1; }
+    h.auto_start = true; /* loads finish at once; exits only when the test says */
+    ra = get(&h, 0, NULL);
+    CHECK_EQ_INT(rsd_pool_release(h.p, ra, h.now), RSD_OK);
+    h.nlog = 0;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, h.now, NULL, &rb, &s), RSD_PENDING);
+    pump(&h);
+    stop = last(&h, RSD_POOL_ACTION_STOP);
+    CHECK(stop != NULL && h.log[0].kind == RSD_POOL_ACTION_STOP); /* the STOP comes out first */
+    spawns = count(&h, RSD_POOL_ACTION_SPAWN);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK(st.live_slots <= 1);                  /* max_slots bounds the live processes */
+    CHECK(st.reserved_bytes == a_bytes + (spawns ? b_bytes : 0)); /* a's bytes held until it exits */
+    CHECK(!budget || st.reserved_bytes <= budget);
+    CHECK_EQ_INT(spawns ? grant_of(&h, rb) != NULL : grant_of(&h, rb) == NULL, 1);
+    if (!stop) { rsd_pool_destroy(h.p); return -1; }
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop->proc, h.now), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1); /* b starts once either way */
+    CHECK(grant_of(&h, rb) != NULL);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK(st.reserved_bytes == b_bytes && st.occupied_slots == 1);
+    ev_trace(h.p, trace, cap);
+    CHECK_EQ_INT(rsd_pool_release(h.p, rb, h.now), RSD_OK);
+    rsd_pool_destroy(h.p);
+    return spawns;
+}
+
+static void test_overlap_swap_starts_beside_the_stop_when_the_bytes_hold(void) {
+    char t[64];
+    /* 4 + 4 GiB fit 10 GiB: b is claimed (and loads) before a has exited */
+    CHECK_EQ_INT(swap_spawns_before_exit(RSD_POOL_OVERLAP_BYTES, 10 * GiB, 4 * GiB, 4 * GiB, t, sizeof t), 1);
+    CHECK_EQ_STR(t, "C0R0S0C1R1X0");
+    /* 6 + 6 GiB do not: b waits for a's exit, as without overlap */
+    CHECK_EQ_INT(swap_spawns_before_exit(RSD_POOL_OVERLAP_BYTES, 10 * GiB, 6 * GiB, 6 * GiB, t, sizeof t), 0);
+    CHECK_EQ_STR(t, "C0R0S0X0C1R1");
+    /* count only: nothing known of memory, the exit first by default; COUNT overlaps */
+    CHECK_EQ_INT(swap_spawns_before_exit(RSD_POOL_OVERLAP_BYTES, 0, 4 * GiB, 4 * GiB, t, sizeof t), 0);
+    CHECK_EQ_STR(t, "C0R0S0X0C1R1");
+    CHECK_EQ_INT(swap_spawns_before_exit(RSD_POOL_OVERLAP_COUNT, 0, 4 * GiB, 4 * GiB, t, sizeof t), 1);
+    CHECK_EQ_STR(t, "C0R0S0C1R1X0");
+    /* COUNT with a budget still weighs the bytes; OFF never overlaps */
+    CHECK_EQ_INT(swap_spawns_before_exit(RSD_POOL_OVERLAP_COUNT, 10 * GiB, 6 * GiB, 6 * GiB, t, sizeof t), 0);
+    CHECK_EQ_INT(swap_spawns_before_exit(RSD_POOL_OVERLAP_OFF, 10 * GiB, 4 * GiB, 4 * GiB, t, sizeof t), 0);
+    CHECK_EQ_STR(t, "C0R0S0X0C1R1");
+    CHECK(mk_overlap(1, 0, 3, NULL, 0) == NULL); /* an unknown mode is a bad desc */
+}
+
+/* A busy process drained for a model waiting past the wait bound: its last release
+   stops it and, the bytes holding both, the waiting model starts beside that stop. */
+static void test_overlap_after_a_starvation_drain(void) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req ra, rb;
+    const rsd_pool_action *stop;
+    int s = -1;
+    m[0] = md("a", 4 * GiB); m[1] = md("b", 4 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk_overlap(1, 10 * GiB, RSD_POOL_OVERLAP_BYTES, m, 2);
+    REQUIRE(h.p);
+    h.auto_start = true;
+    ra = get(&h, 0, NULL);                      /* a runs a request */
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, h.now, NULL, &rb, &s), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
+    h.now = RSD_POOL_DEFAULT_MAX_WAIT_MS + 1;
+    (void)step_next(h.p, h.now);               /* b waited past the bound: a drains */
+    pump(&h);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_DRAINING);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
+    CHECK_EQ_INT(rsd_pool_release(h.p, ra, h.now), RSD_OK);
+    pump(&h);
+    stop = last(&h, RSD_POOL_ACTION_STOP);
+    REQUIRE(stop != NULL);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2); /* b, before a has exited */
+    CHECK(grant_of(&h, rb) != NULL);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop->proc, h.now), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_release(h.p, rb, h.now), RSD_OK);
+    rsd_pool_destroy(h.p);
+}
+
+/* A start that fails beside the stop of the model evicted for it: that model is loaded
+   again once it has exited (a restore, as when the start came after the exit). */
+static void test_overlap_failed_start_restores_the_stopping_victim(void) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req ra, rb;
+    rsd_pool_action stop_a, spawn_b;
+    rsd_pool_stats st;
+    int s = -1;
+    m[0] = md("a", 4 * GiB); m[1] = md("b", 4 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk_overlap(1, 10 * GiB, RSD_POOL_OVERLAP_BYTES, m, 2);
+    REQUIRE(h.p);
+    h.auto_start = true;
+    ra = get(&h, 0, NULL);
+    CHECK_EQ_INT(rsd_pool_release(h.p, ra, h.now), RSD_OK);
+    h.auto_start = false;
+    h.nlog = 0;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, h.now, NULL, &rb, &s), RSD_PENDING);
+    pump(&h);
+    REQUIRE(last(&h, RSD_POOL_ACTION_STOP) && last(&h, RSD_POOL_ACTION_SPAWN));
+    stop_a = *last(&h, RSD_POOL_ACTION_STOP);
+    spawn_b = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, spawn_b.proc, false, h.now), RSD_OK); /* b fails, a still exiting */
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.restores, 1);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, last(&h, RSD_POOL_ACTION_STOP)->proc, h.now), RSD_OK); /* b's */
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop_a.proc, h.now), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2); /* a again, after its exit */
+    CHECK_EQ_INT(last(&h, RSD_POOL_ACTION_SPAWN)->model, 0);
+    rsd_pool_destroy(h.p);
+}
+
+/* A model never starts beside its own stopping process (it may be saving its slots in
+   its stop grace): a -> b overlaps a's stop, b -> a back waits for that exit. */
+static void test_overlap_same_model_waits_for_its_own_exit(void) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req ra, rb, ra2;
+    rsd_pool_action stop_a, stop_b;
+    int s = -1;
+    char t[64];
+    m[0] = md("a", 4 * GiB); m[1] = md("b", 4 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk_overlap(1, 10 * GiB, RSD_POOL_OVERLAP_BYTES, m, 2);
+    REQUIRE(h.p);
+    h.auto_start = true;
+    ra = get(&h, 0, NULL);
+    CHECK_EQ_INT(rsd_pool_release(h.p, ra, h.now), RSD_OK);
+    rb = get(&h, 1, NULL);                      /* a stops, b starts beside it */
+    REQUIRE(last(&h, RSD_POOL_ACTION_STOP));
+    stop_a = *last(&h, RSD_POOL_ACTION_STOP);
+    CHECK(grant_of(&h, rb) != NULL);
+    CHECK_EQ_INT(rsd_pool_release(h.p, rb, h.now), RSD_OK);
+    h.nlog = 0;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &ra2, &s), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0); /* a is still exiting (saving) */
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);  /* and b stays until a may start */
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_STOPPING);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop_a.proc, h.now), RSD_OK);
+    pump(&h);
+    /* now a starts, beside b's stop (4 + 4 GiB fit) */
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 1);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
+    CHECK(grant_of(&h, ra2) != NULL);
+    REQUIRE(last(&h, RSD_POOL_ACTION_STOP));
+    stop_b = *last(&h, RSD_POOL_ACTION_STOP);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop_b.proc, h.now), RSD_OK);
+    ev_trace(h.p, t, sizeof t);
+    /* a's second claim comes after its exit; b's start before a's exit, a's before b's */
+    CHECK_EQ_STR(t, "C0R0S0C1R1X0S1C0R0X1");
+    CHECK_EQ_INT(rsd_pool_release(h.p, ra2, h.now), RSD_OK);
+    rsd_pool_destroy(h.p);
+}
+
 static void test_queue_full_and_handle_errors(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_desc d;
@@ -1665,6 +1866,7 @@ static void test_property_random_operations_keep_invariants(void) {
         d.max_slots = 2;
         d.vram_budget_bytes = 10 * GiB;
         d.max_wait_ms = run >= 2 ? 2000 : RSD_POOL_WAIT_FOREVER;
+        d.overlap = run == 0 ? RSD_POOL_OVERLAP_OFF : RSD_POOL_OVERLAP_BYTES;
         d.max_requests = 256;
         d.event_log = 64;
         d.models = m;
@@ -1673,6 +1875,7 @@ static void test_property_random_operations_keep_invariants(void) {
         REQUIRE(s.pool);
         s.nmodels = 5;
         s.max_now = 2;
+        s.overlap = d.overlap != RSD_POOL_OVERLAP_OFF;
         s.lease_budget = 10 * GiB;
         seed = 12345u + (uint32_t)run * 7919u;
         for (i = 0; i < 20000 && !s.err[0]; i++) {
@@ -1739,6 +1942,10 @@ int main(int argc, char **argv) {
     RUN(test_p4_max_slots_normalised);
     RUN(test_model_that_can_never_fit_fails_at_once);
     RUN(test_byte_budget_admission_waits_then_fits);
+    RUN(test_overlap_swap_starts_beside_the_stop_when_the_bytes_hold);
+    RUN(test_overlap_same_model_waits_for_its_own_exit);
+    RUN(test_overlap_after_a_starvation_drain);
+    RUN(test_overlap_failed_start_restores_the_stopping_victim);
     RUN(test_queue_full_and_handle_errors);
     RUN(test_create_rejects_bad_desc_and_survives_oom);
     RUN(test_unload_drain_while_starting_serves_its_waiters_then_stops);

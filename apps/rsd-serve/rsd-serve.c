@@ -230,6 +230,19 @@
               budget 8.00 GiB, reserved ..., leased ..., others ...; room for coder
               2.00 GiB (estimate; ...))", "lease N: B bytes asked, G granted, ...;
               stopping [...]") and its event, and /status shows them.
+     Swaps:   a model stopped to make room for another (max_models, bytes) is
+              stopped and the other started at once, side by side, where the
+              memory is known to hold both (rsd_pool_desc.overlap): with a byte
+              budget, when the stopping child's bytes plus the new one's fit (they
+              count until the old child has exited; a start that needs them waits
+              for the exit); without one, when no GPU shows to the device probe at
+              start (NVML, amdgpu): the children then hold host memory, their
+              weights mapped from the model files. Where a GPU is there and no
+              budget is set, nothing tells whether two models fit, so a start
+              waits for the exit (set vram_budget = auto to overlap there). A
+              model never starts beside its own stopping child: its kv save in
+              the stop grace ends first. The old child keeps its port until it
+              exits; the new one gets its own.
    Auth: with api_key set (--api-key, or RSD_API_KEY in the environment when neither
    the file nor a flag sets one) every endpoint but /health, /v1/health and the page
    needs `Authorization: Bearer KEY` or `X-Api-Key: KEY`; with admin_key set
@@ -5608,6 +5621,25 @@ static int main_prepare(srv *s, rsd_fleet_model_desc *mdesc) {
     return -1;
 }
 
+/* rsd_pool_desc.overlap ("Swaps" in the manual): with a byte budget (fixed or auto) the
+   pool weighs each start beside a stopping child (BYTES); count only, a GPU that shows to
+   the device probe keeps a start waiting for the exit (its memory is unknown and two
+   models may not fit), and host-only children overlap (COUNT). */
+static int swap_overlap_mode(const srv *s) {
+    rsd_devmem_desc dd;
+    rsd_devmem *dm;
+    rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES];
+    int i, n;
+    if (s->cfg->vram_budget_auto || s->cfg->vram_budget_bytes) return RSD_POOL_OVERLAP_BYTES;
+    memset(&dd, 0, sizeof dd);
+    if (!(dm = rsd_devmem_create(&dd))) return RSD_POOL_OVERLAP_BYTES;
+    n = rsd_devmem_read(dm, NULL, 0, d, RSD_DEVMEM_MAX_DEVICES);
+    rsd_devmem_destroy(dm);
+    for (i = 0; i < n; i++)
+        if (d[i].pool == RSD_DEVMEM_VRAM || d[i].unified) return RSD_POOL_OVERLAP_BYTES;
+    return n > 0 ? RSD_POOL_OVERLAP_COUNT : RSD_POOL_OVERLAP_BYTES;
+}
+
 /* The fleet, the listening server and the upstream client; on failure what was created
    is destroyed again. Returns -1 to go on, else the exit status. */
 static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) {
@@ -5620,6 +5652,7 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
     fd->pool.vram_budget_bytes = s->cfg->vram_budget_auto ? 0 : s->cfg->vram_budget_bytes;
     fd->pool.max_wait_ms = rsrv_eff_max_wait(s->cfg);
     fd->pool.start_backoff_ms = rsrv_eff_start_backoff(s->cfg);
+    fd->pool.overlap = swap_overlap_mode(s);
     fd->pool.max_requests = 4096;
     fd->procs.max_procs = 2 * s->cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s->cfg->max_models + 2;
     fd->procs.term_grace_ms = s->cfg->stop_grace_ms ? s->cfg->stop_grace_ms : 1;
