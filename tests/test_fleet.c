@@ -1462,7 +1462,7 @@ static void test_swap_overlaps_the_stop(void) {
     for (mode = 0; mode < 2; mode++) {
         rsd_fleet_desc d;
         rsd_fleet *f;
-        rsd_pool_req r;
+        rsd_pool_req_h r;
         const logged *st, *x;
         uint16_t pa, pb;
         log_reset();

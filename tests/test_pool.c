@@ -1092,7 +1092,7 @@ static int swap_spawns_before_exit(int overlap, uint64_t budget, uint64_t a_byte
                                    char *trace, size_t cap) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req ra, rb;
+    rsd_pool_req_h ra, rb;
     rsd_pool_stats st;
     const rsd_pool_action *stop;
     int s = -1, spawns;
@@ -1152,7 +1152,7 @@ static void test_overlap_swap_starts_beside_the_stop_when_the_bytes_hold(void) {
 static void test_overlap_after_a_starvation_drain(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req ra, rb;
+    rsd_pool_req_h ra, rb;
     const rsd_pool_action *stop;
     int s = -1;
     m[0] = md("a", 4 * GiB); m[1] = md("b", 4 * GiB);
@@ -1185,7 +1185,7 @@ static void test_overlap_after_a_starvation_drain(void) {
 static void test_overlap_failed_start_restores_the_stopping_victim(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req ra, rb;
+    rsd_pool_req_h ra, rb;
     rsd_pool_action stop_a, spawn_b;
     rsd_pool_stats st;
     int s = -1;
@@ -1221,7 +1221,7 @@ static void test_overlap_failed_start_restores_the_stopping_victim(void) {
 static void test_overlap_same_model_waits_for_its_own_exit(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req ra, rb, ra2;
+    rsd_pool_req_h ra, rb, ra2;
     rsd_pool_action stop_a, stop_b;
     int s = -1;
     char t[64];
