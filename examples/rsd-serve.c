@@ -2566,7 +2566,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool relea
     int i, n;
     memset(&li, 0, sizeof li);
     if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK ||
-        (released && rsd_fleet_lease_release(s->fleet, l, now) != RSD_OK)) {
+        (released && rsd_fleet_lease_return(s->fleet, l, now) != RSD_OK)) {
         respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
         return;
     }
