@@ -1544,10 +1544,11 @@
        as the attribution is.
            int rsd_state_used_load(st, key, rsd_attr_set *out)
                entry count, as rsd_state_attr_load.
-           int rsd_state_used_touch(st, key, model, used_ms, bool wait)
-               records a use; wait = the blocking wait for the file lock (at
-               most RSD_STATE_ATTR_LOCK_WAIT_MS), else one try: RSD_PENDING when
-               the lock is busy. RSD_OK, RSD_ERR_ARG (empty or overlong model,
+           int rsd_state_used_touch(st, key, model, used_ms)
+           int rsd_state_used_touch_sync(st, key, model, used_ms)
+               records a use; the file lock with one try (RSD_PENDING when it is
+               busy), or, _sync, the blocking wait for it (at most
+               RSD_STATE_ATTR_LOCK_WAIT_MS). RSD_OK, RSD_ERR_ARG (empty or overlong model,
                used_ms 0), RSD_ERR_STATE_IO, RSD_ERR_LOCK.
 
        Generation (a decision cache shared in spirit across processes):
@@ -2643,13 +2644,13 @@ RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure
    result. The count restored, or <0: RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no
    such lease), RSD_ERR_ARG, or the first failed ensure's code (what failed stays in the lease). */
 RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                               rsd_ensure_result *out);
+                                          rsd_ensure_result *out);
 /* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
    next_event drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
    a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or return is running,
    or a state-directory lease without a state directory). */
 RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                      uint64_t now_ms);
+                                           uint64_t now_ms);
 /* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
 RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url);
 /* The ensurer's own HTTP client (for extra requests between ensures). */
@@ -3037,18 +3038,19 @@ RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *ou
 /* Adds (or refreshes) (model, instance) under the file lock; instance NULL/"" = plain.
    Atomic (temp file, rename; fsync only with desc.attr_fsync). RSD_OK, RSD_ERR_CAPACITY, <0. */
 RSD_API int rsd_state_attr_add_sync(rsd_state *st, const char *key, const char *model,
-                               const char *instance, uint64_t loaded_at_ms);
+                                    const char *instance, uint64_t loaded_at_ms);
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
 RSD_API int rsd_state_attr_remove_sync(rsd_state *st, const char *key, const char *model,
-                                  const char *instance);
+                                       const char *instance);
 /* Reads key's last-use record (attr/<name>.used, the attribution's format: loaded_at_ms is
    the last use, ms since the epoch): entry count, as rsd_state_attr_load. */
 RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *out);
 /* Records a use of model on key at used_ms (ms since the epoch; an earlier figure than the
    recorded one changes nothing; a full record drops its oldest entry), under the
-   attribution-file lock: wait = the blocking wait, else one try (RSD_PENDING when busy). */
-RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
-                                 bool wait);
+   attribution-file lock, taken with one try (RSD_PENDING when busy). */
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms);
+/* The same, waiting for the lock (at most RSD_STATE_ATTR_LOCK_WAIT_MS). */
+RSD_API int rsd_state_used_touch_sync(rsd_state *st, const char *key, const char *model, uint64_t used_ms);
 /* Cross-process mutation generation of key: *out = 0 when never bumped. A cache
    entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
@@ -7747,8 +7749,10 @@ RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
     int k;
     for (k = 0; k < e->n_uses && e->st; k++) {
         rsdi_ensure_use *u = &e->uses[k];
+        const char *key = RSDI_EN_USE_KEY(e, u), *model = RSDI_EN_USE_MODEL(e, u);
         if (!u->pending) continue;
-        if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, wait) == RSD_PENDING)
+        if ((wait ? rsd_state_used_touch_sync(e->st, key, model, u->used_ms)
+                  : rsd_state_used_touch(e->st, key, model, u->used_ms)) == RSD_PENDING)
             continue;
         u->pending = false;
         u->written_ms = u->used_ms;
@@ -7763,7 +7767,7 @@ RSDI_PRIVATE void rsdi_en_use_drop_oldest(rsd_ensurer *e) {
     int k, o;
     for (k = 1; k < e->n_uses; k++)
         if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
-    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false);
+    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms);
     at = u->key_at;
     n = u->model_at + strlen(RSDI_EN_USE_MODEL(e, u)) + 1 - at;
     memmove(e->use_text + at, e->use_text + at + n, e->use_len - at - n);
@@ -7807,7 +7811,7 @@ RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
     }
     if (wall > u->used_ms) u->used_ms = wall;
     if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
-    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false) == RSD_PENDING) {
+    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms) == RSD_PENDING) {
         u->pending = true;
     } else {
         u->pending = false;
@@ -9167,7 +9171,7 @@ RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure
 }
 
 RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                      uint64_t now_ms) {
+                                           uint64_t now_ms) {
     static const char pre[] = RSDI_EN_LS_PREFIX;
     rsd_ensure_req one;
     uint64_t id = 0;
@@ -9357,7 +9361,7 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
 }
 
 RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                               rsd_ensure_result *out) {
+                                          rsd_ensure_result *out) {
     int r;
     if (out) memset(out, 0, sizeof *out);
     if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
@@ -12929,17 +12933,17 @@ RSDI_PRIVATE int rsdi_attr_modify(rsd_state *st, const char *key, const char *mo
 }
 
 RSD_API int rsd_state_attr_add_sync(rsd_state *st, const char *key, const char *model,
-                               const char *instance, uint64_t loaded_at_ms) {
+                                    const char *instance, uint64_t loaded_at_ms) {
     return rsdi_attr_modify(st, key, model, instance, loaded_at_ms, false);
 }
 
 RSD_API int rsd_state_attr_remove_sync(rsd_state *st, const char *key, const char *model,
-                                  const char *instance) {
+                                       const char *instance) {
     return rsdi_attr_modify(st, key, model, instance, 0, true);
 }
 
 /* ---- last uses: attr/<name>.used, the attribution's format and file lock ----------- */
-RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
+RSDI_PRIVATE int rsdi_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
                                  bool wait) {
     rsd_state_lock lk;
     rsd_attr_change c;
@@ -12955,6 +12959,14 @@ RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *mod
     r = rsdi_record_update_locked(st, key, ".used", &c, 1, used_ms, false);
     rsd_state_unlock(st, &lk);
     return r;
+}
+
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms) {
+    return rsdi_used_touch(st, key, model, used_ms, false);
+}
+
+RSD_API int rsd_state_used_touch_sync(rsd_state *st, const char *key, const char *model, uint64_t used_ms) {
+    return rsdi_used_touch(st, key, model, used_ms, true);
 }
 
 /* ---- cross-process mutation generation ------------------------------------- */

@@ -1330,7 +1330,7 @@ static void test_old_key_records_migrate(void) {
     router_key(&s, key, sizeof key);
     REQUIRE(strcmp(old, key) != 0);
     CHECK_EQ_INT(rsd_state_attr_add_sync(st, old, "a", NULL, 1000), RSD_OK);
-    CHECK_EQ_INT(rsd_state_used_touch(st, old, "a", 1234, true), RSD_OK);
+    CHECK_EQ_INT(rsd_state_used_touch_sync(st, old, "a", 1234), RSD_OK);
     e = new_ensurer(true, NULL, 0);
     REQUIRE(e);
     q = llama_req(url, "b", 20000);

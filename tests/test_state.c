@@ -1419,13 +1419,13 @@ static void test_attr_over_the_arena_is_reported_and_kept(void) {
     for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
         model[0] = (char)('A' + i % 26);
         model[1] = (char)('a' + i / 26);
-        CHECK_EQ_INT(rsd_state_used_touch(big, KEY, model, 1000 + (uint64_t)i, true), RSD_OK);
+        CHECK_EQ_INT(rsd_state_used_touch_sync(big, KEY, model, 1000 + (uint64_t)i), RSD_OK);
     }
     CHECK_EQ_INT(rsd_state_used_load(big, KEY, &set), RSD_STATE_MAX_ATTR);
     p[strlen(p) - 5] = '\0';
     strcat(p, ".used");
     n0 = slurp(p, before, sizeof before);
-    CHECK_EQ_INT(rsd_state_used_touch(st, KEY, "x", 99999, true), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_state_used_touch_sync(st, KEY, "x", 99999), RSD_ERR_TOO_LARGE);
     CHECK_EQ_INT(rsd_state_used_load(st, KEY, &small), RSD_ERR_TOO_LARGE);
     n1 = slurp(p, after, sizeof after);
     CHECK(n0 > 0 && n1 == n0 && memcmp(before, after, (size_t)n0) == 0);
