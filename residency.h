@@ -82,7 +82,7 @@
            rsd_ensure_req q;  memset(&q, 0, sizeof q);
            q.url = "http://127.0.0.1:8080";  q.model = "qwen3-8b";
            rsd_ensure_result res;
-           if (rsd_ensurer_run(e, &q, &res) == RSD_OK && res.keep_resident) go();
+           if (rsd_ensurer_sync(e, &q, &res) == RSD_OK && res.keep_resident) go();
            else printf("%s\n", res.message);
            rsd_ensurer_destroy(e);
        Decide only (pure; the facts come from your own listing):
@@ -135,6 +135,44 @@
      leases 4), and the entry's generation above them. Each reuse of an entry moves its
      generation on (never to 0), so a stale handle is refused, never taken for the
      entry's new tenant, until the generation wraps after 2^(32 - bits) - 1 reuses.
+   LIFECYCLE AND VERBS
+     X *X_create(const X_desc *desc)      what the library allocates: every byte from
+                                          desc->allocator, at create and nowhere else
+                                          (desc NULL or zeroed = defaults); NULL for a
+                                          desc it refuses (logged) or no memory
+     size_t X_footprint(const X_desc *desc)
+                                          the bytes X_create(desc) allocates, exactly
+                                          (tests/test_sizes_shell.c counts them); 0 for
+                                          a desc create refuses, so a NULL from create
+                                          with a footprint is no memory. Where some
+                                          bytes are not the library's they are named
+                                          (TLS's state)
+     void X_destroy(X *)                  frees all of it; NULL is fine
+       rsd_listing, rsd_pool; rsd_http_client, rsd_http_server, rsd_ensurer,
+       rsd_procs, rsd_state, rsd_etcd, rsd_fleet, rsd_devmem. A create that can fail
+       for a reason outside its desc and memory takes int *err (may be NULL) for
+       the result code: rsd_state_create (the directory).
+     X_init(X *, ...)                     a struct the caller owns, storage and all:
+                                          nothing to destroy (rsd_json_w_init,
+                                          rsd_json_split_init, rsd_listing_init,
+                                          rsd_gguf_init, rsd_llama_log_init;
+                                          rsd_sse_init, rsd_attr_set_init; and
+                                          rsd_reconcile_init, in the caller's
+                                          rsd_reconcile_footprint(lim) bytes)
+     X_begin / X_OP_begin                 starts an operation (no I/O); X_step drives it
+                                          and X_next_event gives its one end
+     X_sync / X_OP_sync                   blocks (poll, sleep, a lock, a DNS lookup)
+                                          until that operation ends: the only calls
+                                          that wait (rsd_http_request_sync,
+                                          rsd_ensurer_sync, rsd_ensurer_lease_return_sync,
+                                          rsd_ensurer_resolve_sync, rsd_state_lock_sync,
+                                          rsd_state_attr_add_sync, _remove_sync,
+                                          rsd_state_gen_bump_sync)
+     One verb, one meaning: acquire / release a request (the pool's and the fleet's);
+     lease_take / lease_return a byte lease (pool, fleet, and the ensurer's free
+     requests); stop a process (it exits), forget an exited one's slot
+     (rsd_procs_forget); cancel a request not wanted any more; unload a model;
+     end the input of a parser fed in pieces.
 
    ---- text: what reaches a terminal or a log line ----------------------------
        Text a server or a child chose (model ids, messages, command lines) is
@@ -1540,8 +1578,8 @@
            d.explicit_load = true; d.context_length = 262144; d.lock = true;
            d.owned = owned_from_state; d.n_owned = n;     (persisted)
            rsd_reconcile_begin(r, &d, now); then the loop above; COMMIT:
-                 rsd_state_attr_remove(key, a.model, a.instance) for each
-                 result.attr_remove[], rsd_state_attr_add(...) for attr_add[], bump
+                 rsd_state_attr_remove_sync(key, a.model, a.instance) for each
+                 result.attr_remove[], rsd_state_attr_add_sync(...) for attr_add[], bump
                  the generation, rsd_reconcile_commit_done (or _commit_failed).
                  Optional, before lock_done: rsd_reconcile_set_owned(r, owned, n)
                  with the owned instances read again under the lock (a changed set
@@ -1776,7 +1814,7 @@
            CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
            with the slot's in-flight count and pin at decision time.
        rsd_pool_lease_take(pool, &lease_desc, now, &lease)
-       rsd_pool_lease_query(pool, lease, &info), rsd_pool_lease_release(pool, lease, now)
+       rsd_pool_lease_query(pool, lease, &info), rsd_pool_lease_return(pool, lease, now)
            A byte lease holds part of the VRAM budget for a workload outside
            the pool (a game's renderer during a cutscene, another program).
            Taking one stops idle, unpinned processes in LRU order (STOP, why
@@ -1789,7 +1827,7 @@
            has no byte budget); RSD_ERR_CAPACITY: RSD_POOL_MAX_LEASES live.
            While it lives no start that would break it begins: those models
            wait (they are not failed, even one that fits the budget but not
-           beside the lease). Release, or lease_desc.ttl_ms passing in
+           beside the lease). Returning it, or lease_desc.ttl_ms passing in
            rsd_pool_step, gives the bytes back; with lease_desc.restore the
            models it stopped are loaded again at once (a preload each, counted
            in st.restores; one still stopping starts once it has exited), else
@@ -2015,7 +2053,7 @@
        rsd_pool_create, which use the allocator in their desc (or
        RSD_DEFAULT_ALLOC/FREE when it is zeroed); a reconcile lives in memory the
        caller gives rsd_reconcile_init (rsd_reconcile_footprint bytes); residency_http.h
-       allocates in its *_create functions and rsd_state_open, and mbedTLS in its own.
+       allocates in its *_create functions, and mbedTLS in its own.
        Allocator hooks are both-or-neither: giving only one is RSD_ERR_ARG.
 
    LOGGING
@@ -4078,6 +4116,8 @@ typedef struct rsd_pool rsd_pool;
 
 /* Create a pool (the only allocation); desc NULL = defaults; NULL on a bad desc or no memory. */
 RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc);
+/* The bytes rsd_pool_create(desc) allocates (its one block); 0 for a desc it refuses. */
+RSD_API size_t rsd_pool_footprint(const rsd_pool_desc *desc);
 /* Free the pool. Processes are the host's: call rsd_pool_stop and reap first. */
 RSD_API void rsd_pool_destroy(rsd_pool *pool);
 /* Add a model; returns its index (>= 0) or RSD_ERR_ARG / RSD_ERR_CAPACITY. */
@@ -4156,8 +4196,8 @@ typedef struct rsd_pool_lease_h { uint32_t id; } rsd_pool_lease_h; /* a handle: 
 
 typedef struct rsd_pool_lease_desc {
     uint64_t bytes;   /* bytes wanted; 1..RSD_POOL_MAX_BYTES */
-    uint32_t ttl_ms;  /* released by rsd_pool_step this long after it was taken; 0 = never */
-    bool restore;     /* on release, reload the models it stopped (else on their next request) */
+    uint32_t ttl_ms;  /* returned by rsd_pool_step this long after it was taken; 0 = never */
+    bool restore;     /* on return, reload the models it stopped (else on their next request) */
 } rsd_pool_lease_desc;
 
 typedef struct rsd_pool_lease_info {
@@ -4179,7 +4219,7 @@ RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc,
 RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease_h lease,
                                  rsd_pool_lease_info *info);
 /* Give a lease's bytes back (and reload what it stopped when it asked to). */
-RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease_h lease, uint64_t now_ms);
+RSD_API int rsd_pool_lease_return(rsd_pool *pool, rsd_pool_lease_h lease, uint64_t now_ms);
 
 /* Fill a complete snapshot. */
 RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *stats);
@@ -13223,51 +13263,73 @@ RSD_API int rsd_pool_find_model(const rsd_pool *pool, rsd_str id) {
     return RSD_ERR_NOT_FOUND;
 }
 
+/* rsd_pool_create's one block: pool, entries, two link arrays, event ring (each 16-byte
+   aligned): the offsets and the total. */
+typedef struct rsdi_pool_layout {
+    size_t off_reqs, off_wq, off_nt, off_ev, total;
+} rsdi_pool_layout;
+
+/* rsd_pool_create's checks and sizes: fills in d's defaults and *z; RSD_OK, or RSD_ERR_ARG
+   for a desc create refuses (said to d's logger). */
+RSDI_PRIVATE int rsdi_pool_plan(rsd_pool_desc *d, rsdi_pool_layout *z) {
+    size_t reqs_bytes, link_bytes, ev_bytes;
+    int k;
+    if (rsdi_allocator_check(&d->allocator) < 0) {
+        rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, NULL, RSDI_WHERE);
+        return RSD_ERR_ARG;
+    }
+    if (d->max_requests == 0) d->max_requests = RSD_POOL_DEFAULT_REQUESTS;
+    if (d->max_waiting == 0 || d->max_waiting > d->max_requests) d->max_waiting = d->max_requests;
+    if (d->max_wait_ms == 0) d->max_wait_ms = RSD_POOL_DEFAULT_MAX_WAIT_MS;
+    if (d->max_requests > RSD_POOL_MAX_REQUESTS || d->vram_budget_bytes > RSD_POOL_MAX_BYTES ||
+        d->default_reserve_bytes > RSD_POOL_MAX_BYTES || d->num_models < 0 ||
+        d->num_models > RSD_POOL_MAX_MODELS || (d->num_models > 0 && !d->models) ||
+        d->event_log > RSD_POOL_MAX_REQUESTS || d->overlap < 0 || d->overlap > RSD_POOL_OVERLAP_OFF) {
+        rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_DESC,
+                 "pool: desc out of range (max_requests, bytes, num_models, event_log or overlap)",
+                 RSDI_WHERE);
+        return RSD_ERR_ARG;
+    }
+    for (k = 0; k < d->num_models; k++) {
+        if (rsdi_pool_model_check(&d->models[k]) < 0) {
+            rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_MODEL,
+                     "pool: bad model in desc.models", RSDI_WHERE);
+            return RSD_ERR_ARG;
+        }
+    }
+    z->off_reqs = (sizeof(rsd_pool) + 15u) & ~(size_t)15u;
+    if (!rsdi_size_mul(d->max_requests, sizeof(rsdi_pool_reqent), &reqs_bytes) ||
+        !rsdi_size_mul(d->max_requests, sizeof(rsdi_pool_link), &link_bytes) ||
+        !rsdi_size_add(z->off_reqs, reqs_bytes, &z->off_wq) ||
+        !rsdi_size_add((z->off_wq + 15u) & ~(size_t)15u, link_bytes, &z->off_nt) ||
+        !rsdi_size_add((z->off_nt + 15u) & ~(size_t)15u, link_bytes, &z->off_ev) ||
+        !rsdi_size_mul(d->event_log, sizeof(rsd_pool_event), &ev_bytes))
+        return RSD_ERR_ARG;
+    z->off_wq = (z->off_wq + 15u) & ~(size_t)15u;
+    z->off_nt = (z->off_nt + 15u) & ~(size_t)15u;
+    z->off_ev = (z->off_ev + 15u) & ~(size_t)15u;
+    return rsdi_size_add(z->off_ev, ev_bytes, &z->total) ? RSD_OK : RSD_ERR_ARG;
+}
+
+RSD_API size_t rsd_pool_footprint(const rsd_pool_desc *desc) {
+    rsd_pool_desc d;
+    rsdi_pool_layout z;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    memset(&d.logger, 0, sizeof d.logger); /* a measure, not a create: nothing to say */
+    return rsdi_pool_plan(&d, &z) == RSD_OK ? z.total : 0;
+}
+
 RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     rsd_pool_desc d;
     rsd_pool *p;
-    size_t reqs_bytes, link_bytes, ev_bytes, total, off_reqs, off_wq, off_nt, off_ev;
+    rsdi_pool_layout z;
     uint32_t i;
     int k;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d); /* NULL = the defaults, as every create */
-    if (rsdi_allocator_check(&d.allocator) < 0) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, NULL, RSDI_WHERE);
-        return NULL;
-    }
-    if (d.max_requests == 0) d.max_requests = RSD_POOL_DEFAULT_REQUESTS;
-    if (d.max_waiting == 0 || d.max_waiting > d.max_requests) d.max_waiting = d.max_requests;
-    if (d.max_wait_ms == 0) d.max_wait_ms = RSD_POOL_DEFAULT_MAX_WAIT_MS;
-    if (d.max_requests > RSD_POOL_MAX_REQUESTS || d.vram_budget_bytes > RSD_POOL_MAX_BYTES ||
-        d.default_reserve_bytes > RSD_POOL_MAX_BYTES || d.num_models < 0 ||
-        d.num_models > RSD_POOL_MAX_MODELS || (d.num_models > 0 && !d.models) ||
-        d.event_log > RSD_POOL_MAX_REQUESTS || d.overlap < 0 || d.overlap > RSD_POOL_OVERLAP_OFF) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_DESC,
-                 "pool: desc out of range (max_requests, bytes, num_models, event_log or overlap)",
-                 RSDI_WHERE);
-        return NULL;
-    }
-    for (k = 0; k < d.num_models; k++) {
-        if (rsdi_pool_model_check(&d.models[k]) < 0) {
-            rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_MODEL,
-                     "pool: bad model in desc.models", RSDI_WHERE);
-            return NULL;
-        }
-    }
-    off_reqs = (sizeof(rsd_pool) + 15u) & ~(size_t)15u;
-    /* One block: pool, entries, two link arrays, event ring (each 16-byte aligned). */
-    if (!rsdi_size_mul(d.max_requests, sizeof(rsdi_pool_reqent), &reqs_bytes) ||
-        !rsdi_size_mul(d.max_requests, sizeof(rsdi_pool_link), &link_bytes) ||
-        !rsdi_size_add(off_reqs, reqs_bytes, &off_wq) ||
-        !rsdi_size_add((off_wq + 15u) & ~(size_t)15u, link_bytes, &off_nt) ||
-        !rsdi_size_add((off_nt + 15u) & ~(size_t)15u, link_bytes, &off_ev) ||
-        !rsdi_size_mul(d.event_log, sizeof(rsd_pool_event), &ev_bytes))
-        return NULL;
-    off_wq = (off_wq + 15u) & ~(size_t)15u;
-    off_nt = (off_nt + 15u) & ~(size_t)15u;
-    off_ev = (off_ev + 15u) & ~(size_t)15u;
-    if (!rsdi_size_add(off_ev, ev_bytes, &total)) return NULL;
-    p = (rsd_pool *)rsdi_malloc(&d.allocator, total);
+    if (rsdi_pool_plan(&d, &z) != RSD_OK) return NULL;
+    p = (rsd_pool *)rsdi_malloc(&d.allocator, z.total);
     if (!p) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, NULL, RSDI_WHERE);
         return NULL;
@@ -13286,10 +13348,10 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     if (p->backoff_max_ms < p->backoff_ms) p->backoff_max_ms = p->backoff_ms;
     p->budget_bytes = d.vram_budget_bytes;
     p->default_reserve = d.default_reserve_bytes;
-    p->reqs = (rsdi_pool_reqent *)(void *)((char *)p + off_reqs);
-    p->wq = (rsdi_pool_link *)(void *)((char *)p + off_wq);
-    p->nt = (rsdi_pool_link *)(void *)((char *)p + off_nt);
-    p->evlog = d.event_log ? (rsd_pool_event *)(void *)((char *)p + off_ev) : NULL;
+    p->reqs = (rsdi_pool_reqent *)(void *)((char *)p + z.off_reqs);
+    p->wq = (rsdi_pool_link *)(void *)((char *)p + z.off_wq);
+    p->nt = (rsdi_pool_link *)(void *)((char *)p + z.off_nt);
+    p->evlog = d.event_log ? (rsd_pool_event *)(void *)((char *)p + z.off_ev) : NULL;
     p->ev_cap = d.event_log;
     p->want_head = p->want_tail = -1;
     p->act_head = p->act_tail = -1;
@@ -13986,7 +14048,7 @@ RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease_h lease,
     return RSD_OK;
 }
 
-RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease_h lease, uint64_t now_ms) {
+RSD_API int rsd_pool_lease_return(rsd_pool *pool, rsd_pool_lease_h lease, uint64_t now_ms) {
     int i = rsdi_pool_lease_slot(pool, lease);
     if (i < 0) return pool ? RSD_ERR_POOL_STALE : RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;

@@ -30,7 +30,7 @@
        RSD_NO_LMSTUDIO                no LM Studio payloads nor driver (residency.h),
                                       answered the same way ("no lmstudio driver ...")
        RSD_NO_ETCD                    no etcd coordinator: rsd_etcd_create returns
-                                      RSD_ERR_NOT_FOUND, so an ensurer given a
+                                      NULL (and its footprint 0), so an ensurer given a
                                       coordinator (desc.coord, $RESIDENCY_COORD) is
                                       not created; the state directory is used
                                       otherwise
@@ -45,7 +45,7 @@
        RSD_NO_SERVE_LEASE             a free request (free_bytes) does not try
                                       rsd-serve's own lease first: it goes straight to
                                       the reconcile's free plan (a state-directory
-                                      lease), and releasing an "rsd-serve:ID" lease is
+                                      lease), and returning an "rsd-serve:ID" lease is
                                       RSD_ERR_ARG; for programs that never free bytes
                                       on an rsd-serve (about 3 KB of .text)
        RSD_NO_ENSURE_KV               no slot saves around the ensurer's unloads and
@@ -656,7 +656,7 @@
            rsd_ensure_req q;  memset(&q, 0, sizeof q);
            q.url = "http://127.0.0.1:8080";  q.model = "qwen";
            rsd_ensure_result res;
-           int rc = rsd_ensurer_run(e, &q, &res);             blocking: the loop below + poll()
+           int rc = rsd_ensurer_sync(e, &q, &res);             blocking: the loop below + poll()
            rsd_ensurer_destroy(e);
 
        a frame loop (one call per frame, never blocks):
@@ -697,7 +697,7 @@
            150-320 bytes; a longer head fails
            that request with RSD_ERR_HEADERS_TOO_LARGE, and d->http.max_header_bytes /
            max_body_bytes raise them) and,
-           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
+           unless d->no_state, the state directory (rsd_state_create with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
            residency). A state directory that cannot be opened is not an error:
            the ensurer runs without the lock, attribution and generation (it fails
@@ -842,13 +842,13 @@
        (rsd-serve's kv_cache_dir has both: in front of rsd-serve leave kv_slots
        off and set kv_cache_dir there). A /slots answer over 32 KiB or 2048 JSON
        tokens (about 16 busy slots) saves nothing.
-       int rsd_ensurer_run(e, const rsd_ensure_req *q, rsd_ensure_result *out)
-           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
+       int rsd_ensurer_sync(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+           The blocking wrapper: rsd_ensurer_resolve_sync, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
        Freeing memory (a lease). A request with no model (q->model NULL or "")
        and q->free_bytes = N frees N bytes instead of loading; begin, step,
        pollfds, next_deadline and query drive it as they drive an ensure (a
-       frame loop steps it once a frame), and rsd_ensurer_run blocks on it.
+       frame loop steps it once a frame), and rsd_ensurer_sync blocks on it.
        rsd-serve first: the first step POSTs <root>/_rsd/lease {"bytes": N,
        "ttl_ms": q->lease_ttl_ms (0 = RSD_ENSURE_LEASE_TTL_MS, 10 min: a
        caller that crashes gives the bytes back then), "restore": true}; rsd-serve
@@ -869,7 +869,7 @@
        DECLINED (RSD_OK; nothing idle to stop, nothing changed); 503 (no
        vram_budget, too many leases): DEGRADED, RSD_ERR_SERVER_ERROR with
        rsd-serve's words; 400: RSD_ERR_ARG; 401/403: RSD_ERR_AUTH; past the
-       deadline while not ready: RSD_ERR_TIMEOUT with lease_id still set (release
+       deadline while not ready: RSD_ERR_TIMEOUT with lease_id still set (return
        it, or its ttl passes). How the target is known to be rsd-serve: a 404,
        405 or 501 to that POST, or a 200 that is not a lease (LM Studio answers
        unknown routes so), means it is not, and the request goes on as below
@@ -893,7 +893,7 @@
        <hash>.lease (the attribution's format: model = what went, instance = the
        URL); it has no ttl. LM Studio is refused (RSD_ERR_ARG): its instances have
        their own machine.
-       int rsd_ensurer_release_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
+       int rsd_ensurer_lease_return_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
            Starts giving a lease back; no I/O. step, pollfds, next_deadline and
            next_event drive it like an ensure (never blocks).
            "rsd-serve:ID": one DELETE <q->url root>/_rsd/lease/ID (q->url is
@@ -906,26 +906,26 @@
            gives the runtime, bearer and timeout; q may be NULL); before each model
            the lease record is read under its file lock, taken without blocking
            (next_deadline is the lock's next try), and each model that comes back
-           leaves the lease at once (what failed stays for another release); a
-           recorded URL's host name must be resolved already (rsd_ensurer_resolve),
+           leaves the lease at once (what failed stays for another return); a
+           recorded URL's host name must be resolved already (rsd_ensurer_resolve_sync),
            as for any non-blocking ensure.
            It ends with RSD_OK when all came back, else the first failed ensure's
            code (RSD_ERR_STATE for one that ended without error and without its
            model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
-           released lease; query: restored = the models back, and the last
+           returned lease; query: restored = the models back, and the last
            ensure's result when all came back, else the first failed one's result,
            outcome, decision, reason and message, without notices, evicted list,
            op_model and wire_id. RSD_OK, RSD_ERR_ARG (a bad id, an rsd-serve lease
-           without q->url), RSD_ERR_STATE (an ensure or release is running; a
-           state-directory lease without a state directory). While a release runs,
+           without q->url), RSD_ERR_STATE (an ensure or return is running; a
+           state-directory lease without a state directory). While a return runs,
            rsd_ensurer_begin answers RSD_ERR_STATE.
-       int rsd_ensurer_release(e, const rsd_ensure_req *q, const char *lease_id, out)
-           Blocking: rsd_ensurer_release_begin, then step + poll() until done
-           (each recorded URL's host name is resolved first, as rsd_ensurer_run
+       int rsd_ensurer_lease_return_sync(e, const rsd_ensure_req *q, const char *lease_id, out)
+           Blocking: rsd_ensurer_lease_return_begin, then step + poll() until done
+           (each recorded URL's host name is resolved first, as rsd_ensurer_sync
            does). Returns the count restored, or the code above (and
            RSD_ERR_ARG for a NULL or over-long id); *out (may be NULL) is
            query's result.
-       int rsd_ensurer_resolve(e, const char *url)
+       int rsd_ensurer_resolve_sync(e, const char *url)
            Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
            first address), kept in a
            small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
@@ -1083,11 +1083,11 @@
            case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
                                      200 -> rsd_procs_mark_ready(p, ev.proc, now)
            case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
-           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
+           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_forget(p, ev.proc)
            ... }
            poll() the descriptors from rsd_procs_pollfds (POLLIN) until
            rsd_procs_next_deadline(p).
-       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
+       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_forget(p, h);
        rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
 
    Mapping to the pool (residency.h's pool section): action SPAWN -> rsd_procs_spawn
@@ -1095,7 +1095,7 @@
    200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
    on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
    rsd_pool_on_exited (the slot is freed on any failure or crash) and
-   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
+   rsd_procs_forget. rsd_pool_set_pid(info.pid) for stats.
 
    States (rsd_proc_state):
        spawn ok --> STARTING --mark_ready--> READY
@@ -1105,7 +1105,7 @@
        STARTING/READY --exits--> EXITED                 (event EXITED)
        STOPPING/KILLING --exits--> EXITED               (event STOPPED)
        KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
-       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
+       EXITED/FAILED --rsd_procs_forget--> FREE        (handle goes stale)
        rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
    Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
    STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
@@ -1195,7 +1195,7 @@
    last n lines (0 = all), starting at a line boundary, control bytes as '?',
    cut from the front to fit cap, every value rsd_arg_redact hides in the
    command line (an --api-key VALUE the child echoes) replaced by ***; valid
-   until rsd_procs_release, so error
+   until rsd_procs_forget, so error
    messages can quote it after EXITED. desc.log_output forwards every line to the
    logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
    RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line, with the
@@ -1204,7 +1204,7 @@
 
    Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
    rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
-   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
+   rsd_procs_kill (SIGKILL now), rsd_procs_forget (EXITED/FAILED -> FREE).
    Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
    dropped, so pull them every step.
 
@@ -1307,7 +1307,7 @@
            desc.dir, $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency (absolute
            XDG values only, as the XDG spec says), $HOME/.local/state/residency.
        The environment is read through desc.getenv_fn (default getenv), so tests
-       and hosts can supply it. rsd_state_open creates every missing component
+       and hosts can supply it. rsd_state_create creates every missing component
        with mode 0700 (mkdir -p) and then refuses (RSD_ERR_STATE_DIR, log item
        STATE_DIR_UNSAFE) a directory that is not a directory, not owned by our
        effective uid, or world-writable (others could plant files or swap our
@@ -1358,17 +1358,21 @@
        waiting (busy: the next ensure tries again), and STATE_MIGRATED is logged.
        A current record is never overwritten; an older one beside it stays.
 
-       int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
+       rsd_state *rsd_state_create(const rsd_state_desc *desc, int *err)
            Resolves and creates the directory, allocates the object (one block of
            about 17 KB from desc.allocator, measured by tests/test_sizes_shell.c:
            the object and its scratch set's arena of desc.attr_arena_bytes, 8 KiB
            by default; nothing else allocates: record files are read and written
            through one 4 KiB chunk, however large they are). desc NULL or
-           zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
+           zeroed = defaults. NULL on failure, and *err (err may be NULL; RSD_OK
+           on success) says why: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
            lock and without persistence rather than fail (fail-open, as upstream).
-       void rsd_state_close(rsd_state *st)       release your locks first
+       size_t rsd_state_footprint(const rsd_state_desc *desc)
+           The bytes create allocates for desc (that one block); 0 for a desc it
+           refuses (the directory is not looked at).
+       void rsd_state_destroy(rsd_state *st)       unlock your locks first
        const char *rsd_state_dir(const rsd_state *st)
        int rsd_state_resolve_dir(const rsd_state_desc *d, char *buf, size_t cap)
            resolution only (no disk access); returns the length
@@ -1410,7 +1414,7 @@
            int rsd_state_lock_try(st, lk, key, purpose)
                one attempt, no deadline: RSD_OK = HELD, RSD_PENDING = busy (lk
                left IDLE), <0 = error (lk IDLE).
-           int rsd_state_lock_wait(st, lk, key, purpose, wait_ms)
+           int rsd_state_lock_sync(st, lk, key, purpose, wait_ms)
                the blocking wrapper: begin + step + nanosleep on CLOCK_MONOTONIC.
                The only lock call that sleeps. wait_ms 0 = desc.lock_wait_ms.
            void rsd_state_unlock(st, lk)
@@ -1428,7 +1432,7 @@
                before rsd_state_lock_next_deadline(&lk);
                end RSD_OK: mutate (rsd_state_lock_held(&lk) says whether under
                the lock), then rsd_state_unlock(st, &lk);   end < 0: give up.
-       Blocking CLI: if (rsd_state_lock_wait(st, &lk, key, "cli", 0) == RSD_OK)
+       Blocking CLI: if (rsd_state_lock_sync(st, &lk, key, "cli", 0) == RSD_OK)
                      { ...; rsd_state_unlock(st, &lk); }
        Policy at the deadline or on an error: desc.lock_fail_closed false (the
        default, as upstream: serialisation is an optimisation that must never
@@ -1479,13 +1483,13 @@
                directory, EACCES); RSD_ERR_TOO_LARGE for a valid record whose
                ids do not fit out's arena (below); RSD_ERR_ARG for a set that
                rsd_attr_set_init did not set up.
-           int rsd_state_attr_add(st, key, model, instance, loaded_at_ms)
+           int rsd_state_attr_add_sync(st, key, model, instance, loaded_at_ms)
                adds (model, instance) or refreshes its loaded_at_ms and pid;
                instance NULL or "" = plain attribution. loaded_at_ms is the
                caller's timestamp (wall-clock ms is the useful choice across
                restarts). RSD_OK, RSD_ERR_CAPACITY (ATTR_FULL logged),
                RSD_ERR_ARG (empty model, id over RSD_STATE_MAX_ID_BYTES).
-           int rsd_state_attr_remove(st, key, model, instance)
+           int rsd_state_attr_remove_sync(st, key, model, instance)
                instance NULL = every entry of model (mark and instances);
                otherwise exactly (model, instance). Returns how many went.
            int rsd_attr_set_find(const rsd_attr_set *s, model, instance)
@@ -1545,7 +1549,7 @@
                                      loaded_at_ms, uint64_t *gen_out)
                with lk holding the attribution lock: applies ch[0..n) in order
                ({model, instance, remove}: add or refresh, or remove exactly as
-               rsd_state_attr_add/_remove do) in one read-modify-write, then
+               rsd_state_attr_add_sync/_remove do) in one read-modify-write, then
                bumps the generation (*gen_out = the new value, 0 when the bump
                failed). The bump is tried even when the attribution write failed,
                so other processes still drop their cached decisions. RSD_OK, or
@@ -1571,17 +1575,18 @@
        as the attribution is.
            int rsd_state_used_load(st, key, rsd_attr_set *out)
                entry count, as rsd_state_attr_load.
-           int rsd_state_used_touch(st, key, model, used_ms, bool wait)
-               records a use; wait = the blocking wait for the file lock (at
-               most RSD_STATE_ATTR_LOCK_WAIT_MS), else one try: RSD_PENDING when
-               the lock is busy. RSD_OK, RSD_ERR_ARG (empty or overlong model,
+           int rsd_state_used_touch(st, key, model, used_ms)
+           int rsd_state_used_touch_sync(st, key, model, used_ms)
+               records a use; the file lock with one try (RSD_PENDING when it is
+               busy), or, _sync, the blocking wait for it (at most
+               RSD_STATE_ATTR_LOCK_WAIT_MS). RSD_OK, RSD_ERR_ARG (empty or overlong model,
                used_ms 0), RSD_ERR_STATE_IO, RSD_ERR_LOCK.
 
        Generation (a decision cache shared in spirit across processes):
            int rsd_state_gen_read(st, key, uint64_t *out)
                0 when never bumped; RSD_ERR_STATE_IO when unreadable or corrupt
                (then do not trust a cached decision).
-           int rsd_state_gen_bump(st, key, uint64_t *out)
+           int rsd_state_gen_bump_sync(st, key, uint64_t *out)
                after any load/unload on key; under the same short file lock as
                attribution updates, replaced by rename (no fsync: after a crash
                every in-memory cache is gone anyway). A corrupt value restarts
@@ -1640,7 +1645,7 @@
                                   the attribution format, instance = the role name)
        URL: etcd://host[:port][/prefix] (port 2379 by default), etcds:// for TLS (the
        client's tls_ca_file / tls_insecure_skip_verify apply), or http(s)://. A host
-       name is resolved by rsd_ensurer_run (or rsd_ensurer_resolve(e, "http://host:2379")).
+       name is resolved by rsd_ensurer_sync (or rsd_ensurer_resolve_sync(e, "http://host:2379")).
 
        What it does, per ensure (each is one request; the steps never block):
          - read: at the start, before the decision cache is consulted, one txn reads the
@@ -1711,7 +1716,7 @@
        HTTP 400 code 3 "user name is empty" and a bad one 401 code 16.
 
        Public API (the ensurer calls these; a host may too):
-       int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
+       rsd_etcd *rsd_etcd_create(const rsd_etcd_desc *d)
            Allocates everything now, sized by attr_arena_bytes: the object with its
            token array, its two sets' ids and three buffers -- an attribution as
            written (room for any record whose ids fit the arena), the operation's
@@ -1734,7 +1739,11 @@
            limits), attr_arena_bytes (the ids of an attribution or another host's
            protections as read, in each of two sets; 0 = RSD_STATE_ATTR_ARENA_DEFAULT,
            and never less than this host's own protections take), allocator, logger.
-           RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM. An attribution in etcd whose ids
+           NULL for a desc it refuses (a bad url included: logged) or no memory.
+       size_t rsd_etcd_footprint(const rsd_etcd_desc *d)
+           The bytes create allocates for d, TLS's configuration apart (the object
+           with its buffers and its client); 0 for a desc create refuses, so a NULL
+           from create with a footprint is no memory. An attribution in etcd whose ids
            do not fit reads as empty with attrs->over set (logged, ATTR_READ_FAILED),
            is not corrupt, and a commit on it fails with RSD_ERR_TOO_LARGE naming
            attr_arena_bytes: it is never rewritten shorter. Another host's
@@ -1896,10 +1905,10 @@
        processes; idle excess stopped, LRU first), rsd_pool_reset_backoff, the stats and
        event log, rsd_pool_set_vram (a measured total, and what others hold there; a
        reading only admits: nothing running is stopped for it; rsd_devmem reads one),
-       and the byte leases rsd_pool_lease_take / _query / _release (a VRAM lease for a
+       and the byte leases rsd_pool_lease_take / _query / _return (a VRAM lease for a
        workload outside the fleet: idle, unpinned processes stopped LRU first, STOPPING
        with why "lease", never a busy or pinned one; starts that would break it wait;
-       release or its ttl gives the bytes back and, with lease_desc.restore, restarts
+       returning it or its ttl gives the bytes back and, with lease_desc.restore, restarts
        what it stopped; needs a byte budget). The next rsd_fleet_step carries out the
        STOPs and SPAWNs they queue (rsd_fleet_next_deadline is 0 until then).
        Requests, preloads and the stop go through the fleet's own calls below; the
@@ -1979,7 +1988,8 @@
        rsd_devmem_nvml_status says why in words ("" while NVML is in use). desc.sys_root
        ("/sys") and desc.proc_root ("/proc") let a test point the probe at a fake tree.
        NULL only for a bad desc (allocator hooks not both or neither, a path of
-       RSD_DEVMEM_PATH_MAX bytes or more) or no memory.
+       RSD_DEVMEM_PATH_MAX bytes or more) or no memory. rsd_devmem_footprint(&desc):
+       the bytes it allocates (one block), 0 for such a desc.
    rsd_devmem_read(dm, own_pids, n_pids, out, cap) -> entries, or RSD_ERR_ARG
        Fills out with, in this order (at most cap, at most RSD_DEVMEM_MAX_DEVICES):
          nvmlN   each NVIDIA GPU that reports its memory (one that answers
@@ -2333,6 +2343,9 @@ typedef struct rsd_http_client_stats {
 RSD_API uint64_t rsd_now_ms(void);
 /* Creates a client, allocating every buffer now; NULL on a bad desc or no memory (logged). */
 RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc);
+/* The bytes rsd_http_client_create(desc) allocates, TLS apart (with RSD_HTTP_MBEDTLS and
+   not tls_off, create also allocates TLS's state); 0 for a desc it refuses. */
+RSD_API size_t rsd_http_client_footprint(const rsd_http_client_desc *desc);
 /* Closes every socket and frees everything; NULL is fine. */
 RSD_API void rsd_http_client_destroy(rsd_http_client *c);
 /* Validates and queues a request (no I/O: connecting and sending happen in step).
@@ -2447,6 +2460,9 @@ typedef struct rsd_http_server_stats {
 
 /* Binds, listens and allocates every buffer; NULL on failure (logged with errno). */
 RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc);
+/* The bytes rsd_http_server_create(desc) allocates (its 3 blocks); 0 for a desc it refuses
+   (the address is checked, nothing is bound). */
+RSD_API size_t rsd_http_server_footprint(const rsd_http_server_desc *desc);
 /* Closes every socket and frees everything; NULL is fine. */
 RSD_API void rsd_http_server_destroy(rsd_http_server *s);
 /* The bound port (useful after port 0). */
@@ -2595,7 +2611,7 @@ typedef struct rsd_ensure_req {
     bool user_managed;                /* the target is user-managed (observe-only) */
     bool keep_pinned;                 /* the model will be tag-pinned */
     uint64_t free_bytes;              /* with model NULL or "": free this many bytes instead (a lease:
-                                         see rsd_ensurer_release) */
+                                         see rsd_ensurer_lease_return_sync) */
     uint32_t lease_ttl_ms;            /* a free request to rsd-serve: its lease ends by itself this long
                                          after it is taken (a crashed caller gives the bytes back);
                                          0 = RSD_ENSURE_LEASE_TTL_MS */
@@ -2631,7 +2647,7 @@ typedef struct rsd_ensure_result {
     int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
     bool lock_waiting;                /* progress: waiting for the target lock another ensure holds */
     uint64_t freed_bytes;             /* a free ensure: the listed sizes of what it unloaded */
-    const char *lease_id;             /* a free ensure that freed something: the lease to release
+    const char *lease_id;             /* a free ensure that freed something: the lease to return
                                          ("rsd-serve:ID" on rsd-serve, else the state directory's; ""
                                          otherwise) */
     int restored;                     /* a release: the models loaded back (rsd-serve: that it starts again) */
@@ -2651,7 +2667,7 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
 /* Never blocks. The events waiting: 0 while it runs (or nothing was begun), 1 once it has
    ended until rsd_ensurer_next_event pulls that; RSD_ERR_ARG for NULL. */
 RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms);
-/* The end of an ensure (or release), once: *out is its result as rsd_ensurer_query gives
+/* The end of an ensure (or lease return), once: *out is its result as rsd_ensurer_query gives
    it, with out->result the code it ended with (RSD_OK or <0). False while it runs. */
 RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out);
 /* Poll entries of the sockets the ensure waits on; returns how many it wants. */
@@ -2664,23 +2680,23 @@ RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out
 /* The result so far (final once done). */
 RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
-RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
-/* Blocking (release_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
+RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
+/* Blocking (lease_return_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
    q->url required): DELETE, and rsd-serve starts what it stopped. The state directory's: loads
    back what the free ensure unloaded (one ensure per model, at the URL recorded with it unless
    q->url is set; q gives runtime, bearer, timeout), then forgets what came back. *out: query's
    result. The count restored, or <0: RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no
    such lease), RSD_ERR_ARG, or the first failed ensure's code (what failed stays in the lease). */
-RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                               rsd_ensure_result *out);
+RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                          rsd_ensure_result *out);
 /* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
    next_event drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
-   a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or release is running,
+   a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or return is running,
    or a state-directory lease without a state directory). */
-RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                      uint64_t now_ms);
+RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                           uint64_t now_ms);
 /* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
-RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url);
+RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url);
 /* The ensurer's own HTTP client (for extra requests between ensures). */
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e);
 /* True when a state directory (lock, attribution, generation) is in use. */
@@ -2728,8 +2744,8 @@ typedef enum rsd_proc_state {
     RSD_PROC_READY,      /* running and marked ready */
     RSD_PROC_STOPPING,   /* SIGTERM sent; SIGKILL at the end of the grace period */
     RSD_PROC_KILLING,    /* SIGKILL sent; waiting for the reap */
-    RSD_PROC_EXITED,     /* reaped (exit status known); rsd_procs_release frees it */
-    RSD_PROC_FAILED,     /* never ran (spawn failed; errno known); rsd_procs_release */
+    RSD_PROC_EXITED,     /* reaped (exit status known); rsd_procs_forget frees it */
+    RSD_PROC_FAILED,     /* never ran (spawn failed; errno known); rsd_procs_forget */
     RSD_PROC_STATE_NUM
 } rsd_proc_state;
 
@@ -2845,6 +2861,8 @@ typedef struct rsd_procs rsd_procs;
 
 /* Create a supervisor (the only allocation); NULL on a bad desc or no memory. */
 RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc);
+/* The bytes rsd_procs_create(desc) allocates (its one block); 0 for a desc it refuses. */
+RSD_API size_t rsd_procs_footprint(const rsd_procs_desc *desc);
 /* SIGKILL every live child's process group and reap it (bounded wait), then free. */
 RSD_API void rsd_procs_destroy(rsd_procs *p);
 /* Expand spec into argv without running anything (port 0 stays "0"): argc or <0.
@@ -2868,7 +2886,7 @@ RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc_h h, uint64_t now_ms);
 /* SIGKILL now (no grace); STOPPED follows. */
 RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc_h h, uint64_t now_ms);
 /* Free an EXITED/FAILED slot (the handle goes stale). RSD_ERR_STATE while running. */
-RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc_h h);
+RSD_API int rsd_procs_forget(rsd_procs *p, rsd_proc_h h);
 /* Drain pipes, reap exits, run timers: the events waiting (>= 0), or RSD_ERR_ARG. */
 RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms);
 /* 0 while events wait; else the next time rsd_procs_step has timed work (no side effects). */
@@ -2922,7 +2940,7 @@ enum {
     RSD_STATE_ATTR_ARENA_MAX = RSD_STATE_MAX_ATTR * 2 * (RSD_STATE_MAX_ID_BYTES + 1)
 };
 
-typedef struct rsd_state rsd_state;  /* opaque; rsd_state_open / rsd_state_close */
+typedef struct rsd_state rsd_state;  /* opaque; rsd_state_create / rsd_state_destroy */
 
 /* A user lock that replaces flock (for example a distributed lock). try_lock must not
    block: RSD_OK = taken, RSD_PENDING = held elsewhere (retried later), <0 = error. */
@@ -3021,10 +3039,13 @@ RSD_API int rsd_attr_set_copy(rsd_attr_set *dst, const rsd_attr_set *src);
 RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t cap);
 /* Safe file name for a key: sanitised prefix '-' FNV-1a-64 hex; length or RSD_ERR_ARG/BUFFER. */
 RSD_API int rsd_state_file_name(const char *key, char *buf, size_t cap);
-/* Resolves and creates (0700, mkdir -p) the state dir and allocates the object. */
-RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc);
+/* Resolves and creates (0700, mkdir -p) the state dir and allocates the object; NULL on
+   failure, with *err (err may be NULL) RSD_ERR_STATE_DIR, RSD_ERR_ARG or RSD_ERR_NOMEM. */
+RSD_API rsd_state *rsd_state_create(const rsd_state_desc *desc, int *err);
+/* The bytes rsd_state_create(desc) allocates (NULL = defaults); 0 for a desc it refuses. */
+RSD_API size_t rsd_state_footprint(const rsd_state_desc *desc);
 /* Frees the object (NULL is fine). Locks must be released first. */
-RSD_API void rsd_state_close(rsd_state *st);
+RSD_API void rsd_state_destroy(rsd_state *st);
 /* The resolved state directory. */
 RSD_API const char *rsd_state_dir(const rsd_state *st);
 
@@ -3046,7 +3067,7 @@ RSD_API int rsd_state_lock_try(rsd_state *st, rsd_state_lock *lk, const char *ke
                                const char *purpose);
 /* Blocking: begin + step + nanosleep until done; wait_ms 0 = desc default. Returns the
    wait's end (as rsd_state_lock_next_event's result). The only lock call that sleeps. */
-RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key,
+RSD_API int rsd_state_lock_sync(rsd_state *st, rsd_state_lock *lk, const char *key,
                                 const char *purpose, uint32_t wait_ms);
 /* Releases a held lock (clears the owner record) or abandons a wait; IDLE after. */
 RSD_API void rsd_state_unlock(rsd_state *st, rsd_state_lock *lk);
@@ -3060,24 +3081,25 @@ RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner 
 RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out);
 /* Adds (or refreshes) (model, instance) under the file lock; instance NULL/"" = plain.
    Atomic (temp file, rename; fsync only with desc.attr_fsync). RSD_OK, RSD_ERR_CAPACITY, <0. */
-RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model,
-                               const char *instance, uint64_t loaded_at_ms);
+RSD_API int rsd_state_attr_add_sync(rsd_state *st, const char *key, const char *model,
+                                    const char *instance, uint64_t loaded_at_ms);
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
-RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
-                                  const char *instance);
+RSD_API int rsd_state_attr_remove_sync(rsd_state *st, const char *key, const char *model,
+                                       const char *instance);
 /* Reads key's last-use record (attr/<name>.used, the attribution's format: loaded_at_ms is
    the last use, ms since the epoch): entry count, as rsd_state_attr_load. */
 RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *out);
 /* Records a use of model on key at used_ms (ms since the epoch; an earlier figure than the
    recorded one changes nothing; a full record drops its oldest entry), under the
-   attribution-file lock: wait = the blocking wait, else one try (RSD_PENDING when busy). */
-RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
-                                 bool wait);
+   attribution-file lock, taken with one try (RSD_PENDING when busy). */
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms);
+/* The same, waiting for the lock (at most RSD_STATE_ATTR_LOCK_WAIT_MS). */
+RSD_API int rsd_state_used_touch_sync(rsd_state *st, const char *key, const char *model, uint64_t used_ms);
 /* Cross-process mutation generation of key: *out = 0 when never bumped. A cache
    entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
 /* Increments key's generation after a mutation (load/unload); *out = the new value. */
-RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out);
+RSD_API int rsd_state_gen_bump_sync(rsd_state *st, const char *key, uint64_t *out);
 /* One change of a commit: add (or refresh) or remove (model, instance); instance NULL/""
    = plain attribution (for a remove: NULL = every entry of model). */
 typedef struct rsd_attr_change {
@@ -3160,8 +3182,11 @@ typedef struct rsd_etcd_view {
     const char *prefix;               /* the key prefix ("/residency") */
 } rsd_etcd_view;
 
-/* Creates the coordinator (its own HTTP client; no I/O). RSD_OK, RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM. */
-RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc);
+/* Creates the coordinator (its own HTTP client; no I/O). NULL for a bad desc or url (logged;
+   rsd_etcd_footprint gives 0 for it) or no memory. */
+RSD_API rsd_etcd *rsd_etcd_create(const rsd_etcd_desc *desc);
+/* The bytes rsd_etcd_create(desc) allocates (TLS apart); 0 for a desc it refuses. */
+RSD_API size_t rsd_etcd_footprint(const rsd_etcd_desc *desc);
 /* Frees everything; a held lock is left to its lease (unlock and step first to release it now). */
 RSD_API void rsd_etcd_destroy(rsd_etcd *co);
 /* Starts reading key's attribution, generation and every host's protections (no I/O). */
@@ -3301,6 +3326,9 @@ typedef struct rsd_fleet rsd_fleet;
 
 /* Create a fleet (its pool, supervisor and probe client; all allocation happens here). */
 RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc);
+/* The bytes rsd_fleet_create(desc) allocates: its block, its pool's, its supervisor's and
+   its probe client's; 0 for a desc it refuses (desc.models are checked at create). */
+RSD_API size_t rsd_fleet_footprint(const rsd_fleet_desc *desc);
 /* Kill every child (SIGKILL, bounded reap) and free. For a graceful end use
    rsd_fleet_stop and step until rsd_fleet_idle. NULL is fine. */
 RSD_API void rsd_fleet_destroy(rsd_fleet *f);
@@ -3413,6 +3441,9 @@ typedef struct rsd_devmem rsd_devmem;
 /* Creates a probe: loads and initialises NVML once when it is there (nothing to link).
    NULL only for a bad desc or no memory; a host without NVML still gets a probe. */
 RSD_API rsd_devmem *rsd_devmem_create(const rsd_devmem_desc *desc);
+/* The bytes rsd_devmem_create(desc) allocates (its one block; NVML's own are the C
+   library's); 0 for a desc it refuses. */
+RSD_API size_t rsd_devmem_footprint(const rsd_devmem_desc *desc);
 /* Reads every device's memory now (plain file reads and NVML calls; no thread, no
    wait). own_pids (n_pids <= RSD_DEVMEM_MAX_PIDS) are the caller's processes: what they
    hold is own_bytes, the rest of used is others_bytes. Fills out[0..cap) with the
@@ -5148,6 +5179,13 @@ RSDI_PRIVATE size_t rsdi_client_footprint(const rsd_http_client_desc *d) {
            sizeof(rsdi_creq) * (size_t)d->max_requests;
 }
 
+RSD_API size_t rsd_http_client_footprint(const rsd_http_client_desc *desc) {
+    rsd_http_client_desc d;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    return rsdi_client_desc_fix(&d) < 0 ? 0 : rsdi_client_footprint(&d);
+}
+
 RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc) {
     rsd_http_client_desc d;
     rsd_http_client *c;
@@ -6245,6 +6283,27 @@ RSDI_PRIVATE void rsdi_sconn_drop(rsd_http_server *s, int k) {
     rsdi_sconn_free(s, k);
 }
 
+/* A connection's receive room, its whole buffer (receive + send) and all the buffers, for
+   d (already fixed); false on overflow. */
+RSDI_PRIVATE bool rsdi_server_sizes(const rsd_http_server_desc *d, size_t *rx_cap, size_t *per, size_t *total) {
+    return rsdi_size_add(d->max_header_bytes, d->max_body_bytes, rx_cap) &&
+           rsdi_size_add(*rx_cap, RSDI_SRV_SLACK, rx_cap) && rsdi_size_add(*rx_cap, d->max_response_bytes, per) &&
+           rsdi_size_mul(*per, (size_t)d->max_conns, total);
+}
+
+RSD_API size_t rsd_http_server_footprint(const rsd_http_server_desc *desc) {
+    rsd_http_server_desc d;
+    rsdi_addr addr;
+    size_t per = 0, total = 0, rx_cap = 0, sz = 0;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_server_desc_fix(&d) < 0 || rsdi_addr_make(&addr, d.bind_host, d.port) < 0 ||
+        !rsdi_server_sizes(&d, &rx_cap, &per, &total) ||
+        !rsdi_size_add(sizeof(rsd_http_server) + sizeof(rsdi_sconn) * (size_t)d.max_conns, total, &sz))
+        return 0;
+    return sz;
+}
+
 RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc) {
     rsd_http_server_desc d;
     rsd_http_server *s;
@@ -6257,9 +6316,7 @@ RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http server: invalid desc", RSDI_WHERE);
         return NULL;
     }
-    if (!rsdi_size_add(d.max_header_bytes, d.max_body_bytes, &rx_cap) ||
-        !rsdi_size_add(rx_cap, RSDI_SRV_SLACK, &rx_cap) || !rsdi_size_add(rx_cap, d.max_response_bytes, &per) ||
-        !rsdi_size_mul(per, (size_t)d.max_conns, &total)) {
+    if (!rsdi_server_sizes(&d, &rx_cap, &per, &total)) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http server: buffer sizes overflow", RSDI_WHERE);
         return NULL;
     }
@@ -7234,7 +7291,7 @@ struct rsd_ensurer {
     uint64_t ls_id, ls_granted, ls_requested;
     int n_ls_stopped;                 /* the models it stopped (a release: that rsd-serve starts again), in
                                          ls_stopped */
-    /* a state-directory lease's release (rsd_ensurer_release_begin): one ensure per model */
+    /* a state-directory lease's release (rsd_ensurer_lease_return_begin): one ensure per model */
     int rel;                          /* RSDI_EN_REL_*: what the next step does */
     bool done_taken;                  /* the ended ensure's (or release's) event was pulled */
     int rel_final, rel_err, rel_n;    /* its code; the first failed ensure's; models back */
@@ -7282,7 +7339,7 @@ RSDI_PRIVATE bool rsdi_en_ieq(const char *a, const char *b) {
     return *a == *b;
 }
 
-/* The client's resolve hook: names resolved by rsd_ensurer_resolve, then the user's. */
+/* The client's resolve hook: names resolved by rsd_ensurer_resolve_sync, then the user's. */
 RSDI_PRIVATE int rsdi_en_resolve_hook(void *user, const char *host, char *out, size_t cap) {
     rsd_ensurer *e = (rsd_ensurer *)user;
     int i;
@@ -7703,7 +7760,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     }
     if (!d.no_state) {
         rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
-        if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
+        e->st = rsd_state_create(&sd, NULL); /* NULL: run without it (fail-open) */
         if (!e->st && !rsdi_en_coord_url(&d) && RSDI_EN_INSTANCES && b.lms) { /* instances kept in memory */
             e->mem = e->mem_own = (char *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes(b.attr));
             e->mem_cap = e->mem ? rsdi_en_mem_bytes(b.attr) : 0;
@@ -7719,7 +7776,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, cu, b.attr);
             cd.http.resolve_fn = hd.resolve_fn;
             cd.http.resolve_user = hd.resolve_user;
-            if (rsd_etcd_create(&e->co, &cd) != RSD_OK) { /* a bad coordinator is a configuration error */
+            if ((e->co = rsd_etcd_create(&cd)) == NULL) { /* a bad coordinator is a configuration error */
                 rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                           "ensurer: cannot use the coordinator '%.200s'", cu);
                 rsd_ensurer_destroy(e);
@@ -7762,8 +7819,10 @@ RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
     int k;
     for (k = 0; k < e->n_uses && e->st; k++) {
         rsdi_ensure_use *u = &e->uses[k];
+        const char *key = RSDI_EN_USE_KEY(e, u), *model = RSDI_EN_USE_MODEL(e, u);
         if (!u->pending) continue;
-        if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, wait) == RSD_PENDING)
+        if ((wait ? rsd_state_used_touch_sync(e->st, key, model, u->used_ms)
+                  : rsd_state_used_touch(e->st, key, model, u->used_ms)) == RSD_PENDING)
             continue;
         u->pending = false;
         u->written_ms = u->used_ms;
@@ -7778,7 +7837,7 @@ RSDI_PRIVATE void rsdi_en_use_drop_oldest(rsd_ensurer *e) {
     int k, o;
     for (k = 1; k < e->n_uses; k++)
         if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
-    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false);
+    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms);
     at = u->key_at;
     n = u->model_at + strlen(RSDI_EN_USE_MODEL(e, u)) + 1 - at;
     memmove(e->use_text + at, e->use_text + at + n, e->use_len - at - n);
@@ -7822,7 +7881,7 @@ RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
     }
     if (wall > u->used_ms) u->used_ms = wall;
     if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
-    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false) == RSD_PENDING) {
+    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms) == RSD_PENDING) {
         u->pending = true;
     } else {
         u->pending = false;
@@ -7857,7 +7916,7 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsdi_en_unlock_all(e);
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
-    rsd_state_close(e->st);
+    rsd_state_destroy(e->st);
     a = e->alloc;
     rsdi_free(&a, e->mem_own);
     rsdi_free(&a, e);
@@ -7915,7 +7974,7 @@ RSD_API int rsd_runtime_kind_parse(const char *s) {
 RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
 
 /* The URL's host, and etcd's when the ensurer uses it. */
-RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url) {
+RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url) {
     int r = rsdi_en_resolve_one(e, url);
     if (e && RSDI_EN_CO(e)) {
         rsd_etcd_view v;
@@ -9412,18 +9471,18 @@ RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
     return res.result;
 }
 
-RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
+RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
     int rc;
     if (out) memset(out, 0, sizeof *out);
     if (!e) return RSD_ERR_ARG;
-    if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    if (q && q->url) (void)rsd_ensurer_resolve_sync(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
     rc = rsd_ensurer_begin(e, q, rsd_now_ms());
     if (rc == RSD_ERR_STATE) return rc;
     return rsdi_en_loop(e, out);
 }
 
-RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                      uint64_t now_ms) {
+RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                           uint64_t now_ms) {
     static const char pre[] = RSDI_EN_LS_PREFIX;
     rsd_ensure_req one;
     uint64_t id = 0;
@@ -9603,7 +9662,7 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
             one.model = model;
             one.bearer = bearer[0] ? bearer : NULL;
             one.free_bytes = 0;
-            if (e->rel_resolve) (void)rsd_ensurer_resolve(e, url); /* the blocking rsd_ensurer_release only */
+            if (e->rel_resolve) (void)rsd_ensurer_resolve_sync(e, url); /* the blocking rsd_ensurer_lease_return_sync only */
             e->rel_ran = true;
             e->rel = RSDI_EN_REL_RUN;
             (void)rsdi_en_begin(e, &one, now_ms); /* an error ends that ensure at once: the RUN step reads it */
@@ -9612,14 +9671,14 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
     return RSD_PENDING;
 }
 
-RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                               rsd_ensure_result *out) {
+RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                          rsd_ensure_result *out) {
     int r;
     if (out) memset(out, 0, sizeof *out);
     if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
     if (strncmp(lease_id, RSDI_EN_LS_PREFIX, sizeof RSDI_EN_LS_PREFIX - 1) != 0 && !e->st) return RSD_ERR_STATE;
-    if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
-    if ((r = rsd_ensurer_release_begin(e, q, lease_id, rsd_now_ms())) < 0) {
+    if (q && q->url) (void)rsd_ensurer_resolve_sync(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    if ((r = rsd_ensurer_lease_return_begin(e, q, lease_id, rsd_now_ms())) < 0) {
         if (out) rsd_ensurer_query(e, out);
         return r;
     }
@@ -10986,8 +11045,14 @@ RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t
               (unsigned long long)(s->kill_at_ms - now_ms));
 }
 
-/* ---- public ------------------------------------------------------------------- */
-RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
+/* rsd_procs_create's block: its parts' bytes. */
+typedef struct rsdi_procs_sizes {
+    size_t total, slots, ev, argv, envp, attrs, cmd8;
+} rsdi_procs_sizes;
+
+/* rsd_procs_create's checks and sizes: fills in d's defaults and *z; RSD_OK, or RSD_ERR_ARG
+   for a desc create refuses (said to d's logger). */
+RSDI_PRIVATE int rsdi_procs_plan(rsd_procs_desc *d, rsdi_procs_sizes *z) {
     static const rsdi_dflt t[] = {
         RSDI_DFLT(rsd_procs_desc, max_procs, RSD_PROCS_DEFAULT),
         RSDI_DFLT(rsd_procs_desc, ring_bytes, RSD_PROC_RING_DEFAULT),
@@ -10997,62 +11062,79 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
         RSDI_DFLT(rsd_procs_desc, kill_wait_ms, RSD_PROC_KILL_WAIT_DEFAULT_MS),
         RSDI_DFLT(rsd_procs_desc, probe_first_ms, RSD_PROC_PROBE_FIRST_DEFAULT_MS),
         RSDI_DFLT(rsd_procs_desc, probe_max_ms, RSD_PROC_PROBE_MAX_DEFAULT_MS)};
-    rsd_procs_desc d;
-    rsd_procs *p;
-    size_t per, total, off, slots_sz, ev_sz, argv_sz, envp_sz;
-#if defined(_WIN32)
-    size_t attrs_sz = 0, cmd8_sz = 0;
-#endif
-    int i;
-    if (desc) d = *desc;
-    else memset(&d, 0, sizeof d);
-    if (rsdi_allocator_check(&d.allocator) != RSD_OK) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, "procs: half an allocator",
+    size_t per;
+    memset(z, 0, sizeof *z);
+    if (rsdi_allocator_check(&d->allocator) != RSD_OK) {
+        rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, "procs: half an allocator",
                  RSDI_WHERE);
-        return NULL;
+        return RSD_ERR_ARG;
     }
-    rsdi_defaults(&d, t, sizeof t / sizeof t[0]);
-    if (d.ring_bytes < RSD_PROC_RING_MIN) d.ring_bytes = RSD_PROC_RING_MIN;
-    if (d.probe_max_ms < d.probe_first_ms) d.probe_max_ms = d.probe_first_ms;
-    if (d.max_procs < 1 || d.max_procs > RSD_PROCS_MAX || d.ring_bytes > RSD_PROC_RING_MAX ||
-        d.arg_bytes > RSD_PROC_ARG_BYTES_MAX || (int)d.spawn < 0 ||
-        (int)d.spawn >= (int)RSD_PROC_SPAWN_NUM) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
+    rsdi_defaults(d, t, sizeof t / sizeof t[0]);
+    if (d->ring_bytes < RSD_PROC_RING_MIN) d->ring_bytes = RSD_PROC_RING_MIN;
+    if (d->probe_max_ms < d->probe_first_ms) d->probe_max_ms = d->probe_first_ms;
+    if (d->max_procs < 1 || d->max_procs > RSD_PROCS_MAX || d->ring_bytes > RSD_PROC_RING_MAX ||
+        d->arg_bytes > RSD_PROC_ARG_BYTES_MAX || (int)d->spawn < 0 ||
+        (int)d->spawn >= (int)RSD_PROC_SPAWN_NUM) {
+        rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
                  "procs: desc value out of range", RSDI_WHERE);
-        return NULL;
+        return RSD_ERR_ARG;
     }
 #ifdef RSDI_PROC_LINUX
-    if (d.spawn == RSD_PROC_SPAWN_POSIX && !d.survive_parent) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
+    if (d->spawn == RSD_PROC_SPAWN_POSIX && !d->survive_parent) {
+        rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
                  "procs: posix_spawn cannot set PDEATHSIG; set survive_parent or use FORK",
                  RSDI_WHERE);
-        return NULL;
+        return RSD_ERR_ARG;
     }
 #endif
     /* One block: struct, slots, events, argv, envp, then per slot ring + args. */
-    per = (size_t)d.ring_bytes + (size_t)d.arg_bytes;
-    slots_sz = sizeof(rsdi_proc_slot) * (size_t)d.max_procs;
-    ev_sz = sizeof(rsd_proc_event) * (size_t)d.max_procs * 4;
-    argv_sz = sizeof(char *) * (RSD_PROC_MAX_ARGS + 1);
-    envp_sz = sizeof(char *) * (RSD_PROC_MAX_ENV + 1);
-    total = sizeof(rsd_procs) + slots_sz + ev_sz + argv_sz + envp_sz + per * (size_t)d.max_procs + 64;
+    per = (size_t)d->ring_bytes + (size_t)d->arg_bytes;
+    z->slots = sizeof(rsdi_proc_slot) * (size_t)d->max_procs;
+    z->ev = sizeof(rsd_proc_event) * (size_t)d->max_procs * 4;
+    z->argv = sizeof(char *) * (RSD_PROC_MAX_ARGS + 1);
+    z->envp = sizeof(char *) * (RSD_PROC_MAX_ENV + 1);
+    z->total = sizeof(rsd_procs) + z->slots + z->ev + z->argv + z->envp + per * (size_t)d->max_procs + 64;
 #if defined(_WIN32)
     /* the command line (quoted UTF-8, then UTF-16), the environment block, the
        attribute list that limits what the child inherits */
     {
         SIZE_T asz = 0;
         (void)InitializeProcThreadAttributeList(NULL, 1, 0, &asz);
-        attrs_sz = ((size_t)asz + 15) & ~(size_t)15;
-        cmd8_sz = 2 * (size_t)d.arg_bytes + 3 * (RSD_PROC_MAX_ARGS + 1) + 16;
-        total += attrs_sz + sizeof(wchar_t) * (RSDI_PROC_WCMD + RSDI_PROC_WENV) + cmd8_sz + 64;
+        z->attrs = ((size_t)asz + 15) & ~(size_t)15;
+        z->cmd8 = 2 * (size_t)d->arg_bytes + 3 * (RSD_PROC_MAX_ARGS + 1) + 16;
+        z->total += z->attrs + sizeof(wchar_t) * (RSDI_PROC_WCMD + RSDI_PROC_WENV) + z->cmd8 + 64;
     }
+#endif
+    return RSD_OK;
+}
+
+/* ---- public ------------------------------------------------------------------- */
+RSD_API size_t rsd_procs_footprint(const rsd_procs_desc *desc) {
+    rsd_procs_desc d;
+    rsdi_procs_sizes z;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    memset(&d.logger, 0, sizeof d.logger); /* a measure, not a create: nothing to say */
+    return rsdi_procs_plan(&d, &z) == RSD_OK ? z.total : 0;
+}
+
+RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
+    rsd_procs_desc d;
+    rsd_procs *p;
+    rsdi_procs_sizes z;
+    size_t off;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_procs_plan(&d, &z) != RSD_OK) return NULL;
+#if defined(_WIN32)
     if (rsdi_net_up() != 0) { /* the free-port socket */
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC, "procs: WSAStartup failed",
                  RSDI_WHERE);
         return NULL;
     }
 #endif
-    p = (rsd_procs *)rsdi_malloc(&d.allocator, total);
+    p = (rsd_procs *)rsdi_malloc(&d.allocator, z.total);
     if (!p) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "procs: allocation failed",
                  RSDI_WHERE);
@@ -11090,14 +11172,14 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
 #endif
     off = (sizeof(rsd_procs) + 15) & ~(size_t)15;
     p->slots = (rsdi_proc_slot *)(void *)((char *)p + off);
-    off += (slots_sz + 15) & ~(size_t)15;
+    off += (z.slots + 15) & ~(size_t)15;
     p->events = (rsd_proc_event *)(void *)((char *)p + off);
     p->ev_cap = (uint32_t)d.max_procs * 4;
-    off += (ev_sz + 15) & ~(size_t)15;
+    off += (z.ev + 15) & ~(size_t)15;
     p->argv = (const char **)(void *)((char *)p + off);
-    off += argv_sz;
+    off += z.argv;
     p->envp = (char **)(void *)((char *)p + off);
-    off += envp_sz;
+    off += z.envp;
     for (i = 0; i < d.max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         memset(s, 0, sizeof *s);
@@ -11113,11 +11195,11 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
     off += sizeof(wchar_t) * RSDI_PROC_WCMD;
     p->wenv = (wchar_t *)(void *)((char *)p + off);
     off += sizeof(wchar_t) * RSDI_PROC_WENV;
-    p->attrs = attrs_sz ? (char *)p + off : NULL;
-    p->attrs_size = attrs_sz;
-    off += attrs_sz;
+    p->attrs = z.attrs ? (char *)p + off : NULL;
+    p->attrs_size = z.attrs;
+    off += z.attrs;
     p->cmd8 = (char *)p + off;
-    p->cmd8_cap = cmd8_sz;
+    p->cmd8_cap = z.cmd8;
 #endif
     return p;
 }
@@ -11325,7 +11407,7 @@ RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
     return RSD_OK;
 }
 
-RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc_h h) {
+RSD_API int rsd_procs_forget(rsd_procs *p, rsd_proc_h h) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
     if (s->state != RSD_PROC_EXITED && s->state != RSD_PROC_FAILED) return RSD_ERR_STATE;
@@ -11828,7 +11910,7 @@ RSDI_PRIVATE int rsdi_state_path(const rsd_state *st, char *buf, const char *sub
     return (n < 0 || n >= (int)RSDI_STATE_PATH_BYTES) ? RSD_ERR_STATE_DIR : RSD_OK;
 }
 
-/* The bytes rsd_state_open allocates for desc: one block, the object and its scratch set's
+/* The bytes rsd_state_create allocates for desc: one block, the object and its scratch set's
    arena of desc.attr_arena_bytes. */
 RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc) {
     return rsdi_al8(sizeof(rsd_state)) +
@@ -11843,7 +11925,7 @@ RSDI_PRIVATE int rsdi_key_path(const rsd_state *st, const char *key, const char 
     return rsdi_state_path(st, path, sub, name, ext);
 }
 
-RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
+RSDI_PRIVATE int rsdi_state_create(rsd_state **out, const rsd_state_desc *desc) {
     rsd_state_desc zero;
     rsd_state *st;
     char dir[RSD_STATE_MAX_DIR_BYTES + 1], sub[RSDI_STATE_PATH_BYTES];
@@ -11921,7 +12003,26 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     return RSD_OK;
 }
 
-RSD_API void rsd_state_close(rsd_state *st) {
+RSD_API rsd_state *rsd_state_create(const rsd_state_desc *desc, int *err) {
+    rsd_state *st;
+    int r = rsdi_state_create(&st, desc);
+    if (err) *err = r;
+    return st;
+}
+
+RSD_API size_t rsd_state_footprint(const rsd_state_desc *desc) {
+    rsd_state_desc zero;
+    if (!desc) {
+        memset(&zero, 0, sizeof zero);
+        desc = &zero;
+    }
+    if (rsdi_allocator_check(&desc->allocator) < 0 ||
+        (desc->lock_hook.try_lock == NULL) != (desc->lock_hook.unlock == NULL))
+        return 0;
+    return rsdi_state_footprint(desc);
+}
+
+RSD_API void rsd_state_destroy(rsd_state *st) {
     rsd_allocator a;
     if (!st) return;
     rsdi_state_seq_close(st);
@@ -12366,7 +12467,7 @@ RSDI_PRIVATE int rsdi_state_lock_loop(rsd_state *st, rsd_state_lock *lk, uint64_
     }
 }
 
-RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key,
+RSD_API int rsd_state_lock_sync(rsd_state *st, rsd_state_lock *lk, const char *key,
                                 const char *purpose, uint32_t wait_ms) {
     uint64_t now = rsdi_state_mono_ms();
     int r = rsd_state_lock_begin(st, lk, key, purpose, now, wait_ms ? now + wait_ms : 0);
@@ -13120,7 +13221,7 @@ RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const r
     return rsdi_record_update_locked(st, key, ".attr", ch, n, loaded_at_ms, count_removed);
 }
 
-/* One blocking change (rsd_state_attr_add / _remove): lock, update, unlock. */
+/* One blocking change (rsd_state_attr_add_sync / _remove): lock, update, unlock. */
 RSDI_PRIVATE int rsdi_attr_modify(rsd_state *st, const char *key, const char *model,
                                   const char *instance, uint64_t loaded_at_ms, bool remove) {
     char name[RSD_STATE_MAX_NAME_BYTES];
@@ -13140,18 +13241,18 @@ RSDI_PRIVATE int rsdi_attr_modify(rsd_state *st, const char *key, const char *mo
     return r;
 }
 
-RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model,
-                               const char *instance, uint64_t loaded_at_ms) {
+RSD_API int rsd_state_attr_add_sync(rsd_state *st, const char *key, const char *model,
+                                    const char *instance, uint64_t loaded_at_ms) {
     return rsdi_attr_modify(st, key, model, instance, loaded_at_ms, false);
 }
 
-RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
-                                  const char *instance) {
+RSD_API int rsd_state_attr_remove_sync(rsd_state *st, const char *key, const char *model,
+                                       const char *instance) {
     return rsdi_attr_modify(st, key, model, instance, 0, true);
 }
 
 /* ---- last uses: attr/<name>.used, the attribution's format and file lock ----------- */
-RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
+RSDI_PRIVATE int rsdi_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
                                  bool wait) {
     rsd_state_lock lk;
     rsd_attr_change c;
@@ -13167,6 +13268,14 @@ RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *mod
     r = rsdi_record_update_locked(st, key, ".used", &c, 1, used_ms, false);
     rsd_state_unlock(st, &lk);
     return r;
+}
+
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms) {
+    return rsdi_used_touch(st, key, model, used_ms, false);
+}
+
+RSD_API int rsd_state_used_touch_sync(rsd_state *st, const char *key, const char *model, uint64_t used_ms) {
+    return rsdi_used_touch(st, key, model, used_ms, true);
 }
 
 /* ---- cross-process mutation generation ------------------------------------- */
@@ -13285,7 +13394,7 @@ RSDI_PRIVATE int rsdi_state_gen_bump_locked(rsd_state *st, const char *path, uin
     return r;
 }
 
-RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
+RSD_API int rsd_state_gen_bump_sync(rsd_state *st, const char *key, uint64_t *out) {
     char path[RSDI_STATE_PATH_BYTES];
     rsd_state_lock lk;
     int r;
@@ -14031,27 +14140,39 @@ RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d) {
     return z.block + http;
 }
 
-RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
+/* RSD_OK when create takes desc's fields (its url apart), else RSD_ERR_ARG. */
+RSDI_PRIVATE int rsdi_etcd_desc_check(const rsd_etcd_desc *d) {
+    if (!d || !d->url) return RSD_ERR_ARG;
+    if (rsdi_allocator_check(&d->allocator) != RSD_OK || d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED ||
+        (d->n_protected && !d->protected_models) || (d->auth_token && strlen(d->auth_token) >= 1024) ||
+        (d->auth_user && strlen(d->auth_user) >= 256) || (d->auth_password && strlen(d->auth_password) >= 256) ||
+        (d->host_id && (!d->host_id[0] || strlen(d->host_id) > RSD_ETCD_MAX_HOST_BYTES)))
+        return RSD_ERR_ARG;
+    return RSD_OK;
+}
+
+RSD_API size_t rsd_etcd_footprint(const rsd_etcd_desc *desc) {
+    char root[RSD_HTTP_MAX_HOST_BYTES + 64], prefix[RSD_ETCD_MAX_PREFIX_BYTES + 1];
+    if (rsdi_etcd_desc_check(desc) != RSD_OK ||
+        rsd_etcd_parse_url(desc->url, root, sizeof root, prefix, sizeof prefix) != RSD_OK)
+        return 0;
+    return rsdi_etcd_footprint(desc);
+}
+
+RSD_API rsd_etcd *rsd_etcd_create(const rsd_etcd_desc *desc) {
     rsd_etcd_desc d;
     rsd_http_client_desc hd;
     rsd_etcd *co;
     rsdi_etcd_sizes z;
     char *at;
     int i, r;
-    if (!out) return RSD_ERR_ARG;
-    *out = NULL;
-    if (!desc || !desc->url) return RSD_ERR_ARG;
+    if (rsdi_etcd_desc_check(desc) != RSD_OK) return NULL;
     d = *desc;
-    if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
-        (d.n_protected && !d.protected_models) || (d.auth_token && strlen(d.auth_token) >= 1024) ||
-        (d.auth_user && strlen(d.auth_user) >= 256) || (d.auth_password && strlen(d.auth_password) >= 256) ||
-        (d.host_id && (!d.host_id[0] || strlen(d.host_id) > RSD_ETCD_MAX_HOST_BYTES)))
-        return RSD_ERR_ARG;
     rsdi_etcd_sizes_of(&d, &z);
     co = (rsd_etcd *)rsdi_malloc(&d.allocator, z.block);
     if (!co) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "etcd: allocation failed", RSDI_WHERE);
-        return RSD_ERR_NOMEM;
+        return NULL;
     }
     memset(co, 0, sizeof *co);
     at = (char *)co + rsdi_al8(sizeof *co);
@@ -14071,13 +14192,13 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
         rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                   "etcd: bad coordinator URL '%.200s' (etcd://host:port[/prefix])", d.url);
         rsd_etcd_destroy(co); /* destroy takes what create has set up so far */
-        return r;
+        return NULL;
     }
     hd = rsdi_etcd_http_desc(&d);
     co->http = rsd_http_client_create(&hd);
     if (!co->http) {
         rsd_etcd_destroy(co);
-        return RSD_ERR_NOMEM;
+        return NULL;
     }
     if (d.host_id) (void)rsdi_cpy(co->host, sizeof co->host, d.host_id);
     else if (gethostname(co->host, sizeof co->host - 1) != 0 || !co->host[0])
@@ -14105,8 +14226,7 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     }
     (void)RSD_SNPRINTF(co->k_prot, sizeof co->k_prot, "%s/prot/", co->prefix);
     (void)RSD_SNPRINTF(co->k_prot_self, sizeof co->k_prot_self, "%s/prot/%s", co->prefix, co->host);
-    *out = co;
-    return RSD_OK;
+    return co;
 }
 
 RSD_API void rsd_etcd_destroy(rsd_etcd *co) {
@@ -14771,11 +14891,11 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
 }
 #else /* RSD_NO_ETCD: the coordinator is compiled out; create says so, the rest does nothing */
 RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d) { (void)d; return 0; } /* create refuses */
-RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
-    if (out) *out = NULL;
+RSD_API size_t rsd_etcd_footprint(const rsd_etcd_desc *desc) { (void)desc; return 0; }
+RSD_API rsd_etcd *rsd_etcd_create(const rsd_etcd_desc *desc) {
     if (desc) rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
                        "etcd coordinator: not in this build (RSD_NO_ETCD)", RSDI_WHERE);
-    return RSD_ERR_NOT_FOUND;
+    return NULL;
 }
 RSD_API void rsd_etcd_destroy(rsd_etcd *co) { (void)co; }
 RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
@@ -15239,7 +15359,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc_h pp, i
         (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
     rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
     f->models[model].exit_code = 127;
-    if (r == RSD_ERR_SPAWN) (void)rsd_procs_release(f->procs, h);
+    if (r == RSD_ERR_SPAWN) (void)rsd_procs_forget(f->procs, h);
     rsdi_fleet_clear_slot(s);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_CRASHED, model, slot, now_ms);
     ev.result = RSD_ERR_FLEET_START;
@@ -15313,7 +15433,7 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
     ev.exit_code = pe->exit_code;
     ev.term_signal = pe->term_signal;
     rsdi_fleet_push(f, &ev, msg_model);
-    (void)rsd_procs_release(f->procs, s->proc);
+    (void)rsd_procs_forget(f->procs, s->proc);
     rsdi_fleet_clear_slot(s);
     (void)rsd_pool_on_exited(f->pool, pp, now_ms);
 }
@@ -15399,40 +15519,98 @@ RSDI_PRIVATE int rsdi_fleet_then(rsd_fleet *f, int r, uint64_t now_ms) {
     return r;
 }
 
+/* rsd_fleet_create's block: fleet, model table, spec buffers, GRANT/FAIL ring,
+   request->model map, each 16-byte aligned. */
+typedef struct rsdi_fleet_layout {
+    size_t off_models, off_bufs, off_rq, off_toks, total;
+    uint32_t maxreq;
+} rsdi_fleet_layout;
+
+/* rsd_fleet_create's checks and block: RSD_OK, or RSD_ERR_ARG for a desc it refuses. */
+RSDI_PRIVATE int rsdi_fleet_plan(const rsd_fleet_desc *d, rsdi_fleet_layout *z) {
+    size_t sz;
+    if (rsdi_allocator_check(&d->allocator) != RSD_OK) {
+        rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, "fleet: half an allocator",
+                 RSDI_WHERE);
+        return RSD_ERR_ARG;
+    }
+    if (d->num_models < 0 || d->num_models > RSD_FLEET_MAX_MODELS || (d->num_models && !d->models))
+        return RSD_ERR_ARG;
+    z->maxreq = d->pool.max_requests ? d->pool.max_requests : (uint32_t)RSD_POOL_DEFAULT_REQUESTS;
+    if (z->maxreq > RSD_POOL_MAX_REQUESTS) return RSD_ERR_ARG;
+    z->total = sizeof(rsd_fleet);
+    z->off_models = (z->total + 15) & ~(size_t)15;
+    z->total = z->off_models + sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS;
+    z->off_bufs = (z->total + 15) & ~(size_t)15;
+    z->total = z->off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * (RSD_FLEET_MAX_MODELS + 1); /* + the spare */
+    z->off_rq = (z->total + 15) & ~(size_t)15;
+    if (!rsdi_size_mul((size_t)z->maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
+        !rsdi_size_add(z->off_rq, sz, &z->total))
+        return RSD_ERR_ARG;
+    z->off_toks = (z->total + 15) & ~(size_t)15;
+    z->total = z->off_toks + sizeof(rsd_json_tok) * RSDI_FLEET_PROPS_TOKENS;
+    return RSD_OK;
+}
+
+/* The descs of the pool, the supervisor and the probe client that create makes for d
+   (the client's logger apart). */
+RSDI_PRIVATE void rsdi_fleet_parts(const rsd_fleet_desc *d, rsd_pool_desc *pd, rsd_procs_desc *prd,
+                                   rsd_http_client_desc *cd) {
+    uint32_t probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
+    *pd = d->pool;
+    pd->models = NULL;
+    pd->num_models = 0;
+    if (!pd->allocator.alloc_fn && !pd->allocator.free_fn) pd->allocator = d->allocator;
+    if (!pd->logger.fn) pd->logger = d->logger;
+    *prd = d->procs;
+    if (prd->max_procs == 0) prd->max_procs = RSD_POOL_MAX_SLOTS;
+    if (!prd->allocator.alloc_fn && !prd->allocator.free_fn) prd->allocator = d->allocator;
+    if (!prd->logger.fn) prd->logger = d->logger;
+    memset(cd, 0, sizeof *cd);
+    cd->max_requests = 2 * RSD_POOL_MAX_SLOTS; /* a probe per process + cancelled ones */
+    cd->max_conns = 2 * RSD_POOL_MAX_SLOTS;
+    cd->max_body_bytes = RSDI_FLEET_PROBE_BODY;
+    cd->max_request_bytes = 4096;
+    cd->connect_timeout_ms = probe_ms;
+    cd->total_timeout_ms = probe_ms;
+    cd->no_keepalive = true;
+    cd->tls_off = true;
+    cd->allocator = d->allocator;
+}
+
 /* ---- public ---- */
+RSD_API size_t rsd_fleet_footprint(const rsd_fleet_desc *desc) {
+    rsd_fleet_desc d;
+    rsd_pool_desc pd;
+    rsd_procs_desc prd;
+    rsd_http_client_desc cd;
+    rsdi_fleet_layout z;
+    size_t a, b, c;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    memset(&d.logger, 0, sizeof d.logger); /* a measure, not a create: nothing to say */
+    memset(&d.pool.logger, 0, sizeof d.pool.logger);
+    memset(&d.procs.logger, 0, sizeof d.procs.logger);
+    if (rsdi_fleet_plan(&d, &z) != RSD_OK) return 0;
+    rsdi_fleet_parts(&d, &pd, &prd, &cd);
+    a = rsd_pool_footprint(&pd);
+    b = rsd_procs_footprint(&prd);
+    c = rsd_http_client_footprint(&cd);
+    return a && b && c ? z.total + a + b + c : 0;
+}
+
 RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     rsd_fleet_desc d;
     rsd_pool_desc pd;
     rsd_procs_desc prd;
     rsd_http_client_desc cd;
     rsd_fleet *f;
-    size_t total, off_models, off_bufs, off_rq, off_toks, sz;
-    uint32_t maxreq;
+    rsdi_fleet_layout z;
     int i;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (rsdi_allocator_check(&d.allocator) != RSD_OK) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, "fleet: half an allocator",
-                 RSDI_WHERE);
-        return NULL;
-    }
-    if (d.num_models < 0 || d.num_models > RSD_FLEET_MAX_MODELS || (d.num_models && !d.models))
-        return NULL;
-    maxreq = d.pool.max_requests ? d.pool.max_requests : (uint32_t)RSD_POOL_DEFAULT_REQUESTS;
-    if (maxreq > RSD_POOL_MAX_REQUESTS) return NULL;
-    /* one block: fleet, model table, spec buffers, GRANT/FAIL ring, request->model map */
-    total = sizeof(rsd_fleet);
-    off_models = (total + 15) & ~(size_t)15;
-    total = off_models + sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS;
-    off_bufs = (total + 15) & ~(size_t)15;
-    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * (RSD_FLEET_MAX_MODELS + 1); /* + the spare */
-    off_rq = (total + 15) & ~(size_t)15;
-    if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
-        !rsdi_size_add(off_rq, sz, &total))
-        return NULL;
-    off_toks = (total + 15) & ~(size_t)15;
-    total = off_toks + sizeof(rsd_json_tok) * RSDI_FLEET_PROPS_TOKENS;
-    f = (rsd_fleet *)rsdi_malloc(&d.allocator, total);
+    if (rsdi_fleet_plan(&d, &z) != RSD_OK) return NULL;
+    f = (rsd_fleet *)rsdi_malloc(&d.allocator, z.total);
     if (!f) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "fleet: no memory", RSDI_WHERE);
         return NULL;
@@ -15440,14 +15618,14 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     memset(f, 0, sizeof *f);
     f->alloc = d.allocator;
     f->logger = d.logger;
-    f->models = (rsdi_fleet_model *)(void *)((char *)f + off_models);
+    f->models = (rsdi_fleet_model *)(void *)((char *)f + z.off_models);
     memset(f->models, 0, sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS);
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
-        f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
-    f->spare = (char *)f + off_bufs + (size_t)RSD_FLEET_MAX_MODELS * RSD_FLEET_SPEC_BYTES;
-    f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
-    f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
-    f->rq_cap = maxreq * 2 + 16;
+        f->models[i].buf = (char *)f + z.off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
+    f->spare = (char *)f + z.off_bufs + (size_t)RSD_FLEET_MAX_MODELS * RSD_FLEET_SPEC_BYTES;
+    f->rq = (rsdi_fleet_qev *)(void *)((char *)f + z.off_rq);
+    f->props_toks = (rsd_json_tok *)(void *)((char *)f + z.off_toks);
+    f->rq_cap = z.maxreq * 2 + 16;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
     f->wd_interval = d.watchdog_interval_ms;
@@ -15458,25 +15636,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     f->stop_hold_ms = d.stop_hold_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
-    pd = d.pool;
-    pd.models = NULL;
-    pd.num_models = 0;
-    if (!pd.allocator.alloc_fn && !pd.allocator.free_fn) pd.allocator = d.allocator;
-    if (!pd.logger.fn) pd.logger = d.logger;
-    prd = d.procs;
-    if (prd.max_procs == 0) prd.max_procs = RSD_POOL_MAX_SLOTS;
-    if (!prd.allocator.alloc_fn && !prd.allocator.free_fn) prd.allocator = d.allocator;
-    if (!prd.logger.fn) prd.logger = d.logger;
-    memset(&cd, 0, sizeof cd);
-    cd.max_requests = 2 * RSD_POOL_MAX_SLOTS; /* a probe per process + cancelled ones */
-    cd.max_conns = 2 * RSD_POOL_MAX_SLOTS;
-    cd.max_body_bytes = RSDI_FLEET_PROBE_BODY;
-    cd.max_request_bytes = 4096;
-    cd.connect_timeout_ms = f->probe_timeout_ms;
-    cd.total_timeout_ms = f->probe_timeout_ms;
-    cd.no_keepalive = true;
-    cd.tls_off = true;
-    cd.allocator = d.allocator;
+    rsdi_fleet_parts(&d, &pd, &prd, &cd);
     if (d.logger.fn) { /* its connect failures are the fleet's to tell (rsdi_fleet_client_log) */
         cd.logger.fn = rsdi_fleet_client_log;
         cd.logger.user = f;
@@ -16167,6 +16327,32 @@ RSDI_PRIVATE void rsdi_dm_load_nvml(rsd_devmem *dm, const char *path) {
     dm->nvml_status[0] = 0;
 }
 
+/* rsd_devmem_create's checks: fills in d's defaults; the NVML library's path, or NULL for a
+   desc create refuses. */
+RSDI_PRIVATE const char *rsdi_dm_plan(rsd_devmem_desc *d) {
+    const char *nv;
+    if (rsdi_allocator_check(&d->allocator) != RSD_OK) return NULL;
+    if (!d->sys_root) d->sys_root = "/sys";
+    if (!d->proc_root) d->proc_root = "/proc";
+    nv = d->nvml_path ? d->nvml_path : d->ignore_env ? NULL : getenv("RESIDENCY_NVML");
+#if defined(_WIN32)
+    if (!nv) nv = "nvml.dll";
+#else
+    if (!nv) nv = "libnvidia-ml.so.1";
+#endif
+    if (strlen(d->sys_root) >= RSD_DEVMEM_PATH_MAX || strlen(d->proc_root) >= RSD_DEVMEM_PATH_MAX ||
+        strlen(nv) >= RSD_DEVMEM_PATH_MAX)
+        return NULL;
+    return nv;
+}
+
+RSD_API size_t rsd_devmem_footprint(const rsd_devmem_desc *desc) {
+    rsd_devmem_desc d;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    return rsdi_dm_plan(&d) ? sizeof(rsd_devmem) : 0;
+}
+
 RSD_API rsd_devmem *rsd_devmem_create(const rsd_devmem_desc *desc) {
     rsd_devmem_desc d;
     rsd_devmem *dm;
@@ -16174,18 +16360,7 @@ RSD_API rsd_devmem *rsd_devmem_create(const rsd_devmem_desc *desc) {
     size_t n;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
-    if (rsdi_allocator_check(&d.allocator) != RSD_OK) return NULL;
-    if (!d.sys_root) d.sys_root = "/sys";
-    if (!d.proc_root) d.proc_root = "/proc";
-    nv = d.nvml_path ? d.nvml_path : d.ignore_env ? NULL : getenv("RESIDENCY_NVML");
-#if defined(_WIN32)
-    if (!nv) nv = "nvml.dll";
-#else
-    if (!nv) nv = "libnvidia-ml.so.1";
-#endif
-    if (strlen(d.sys_root) >= RSD_DEVMEM_PATH_MAX || strlen(d.proc_root) >= RSD_DEVMEM_PATH_MAX ||
-        strlen(nv) >= RSD_DEVMEM_PATH_MAX)
-        return NULL;
+    if (!(nv = rsdi_dm_plan(&d))) return NULL;
     dm = (rsd_devmem *)rsdi_malloc(&d.allocator, sizeof *dm);
     if (!dm) return NULL;
     memset(dm, 0, sizeof *dm);

@@ -1,7 +1,7 @@
 /* bench_proc: spawn + reap of /bin/true through the supervisor, against plain
    fork+execve+waitpid and plain posix_spawn+waitpid, in the same run.
    ours  = rsd_procs_spawn (port pick, argv template, pipes, pidfd) + poll on the
-           supervisor's fds + rsd_procs_step until EXITED + rsd_procs_release;
+           supervisor's fds + rsd_procs_step until EXITED + rsd_procs_forget;
    peers = the bare system calls with no pipe, no port, no poll.
    Also with a 256 MiB touched heap in the parent: fork copies page tables, so its
    cost grows with the parent's size; posix_spawn (CLONE_VFORK in glibc) does not.
@@ -68,7 +68,7 @@ static void ours(void) {
         rsd_poll(pf, n, next == RSD_NO_DEADLINE ? 1000 : (int)(next > t ? next - t : 0));
     }
 done:
-    rsd_procs_release(g_p, h);
+    rsd_procs_forget(g_p, h);
 }
 
 static int cmp_d(const void *a, const void *b) {

@@ -92,7 +92,7 @@ static double swaps(const char *coord, const char *state, const char *url, int n
         q.url = url;
         q.model = (i & 1) ? "a" : "b";
         q.runtime = RSD_RUNTIME_LLAMACPP;
-        if (rsd_ensurer_run(e, &q, &res) != RSD_OK || (i >= 0 && !res.lock_held)) {
+        if (rsd_ensurer_sync(e, &q, &res) != RSD_OK || (i >= 0 && !res.lock_held)) {
             rsd_ensurer_destroy(e);
             return -1;
         }
@@ -129,7 +129,7 @@ int main(void) {
     memset(&cd, 0, sizeof cd);
     cd.url = ep.coord;
     cd.http.tls_off = true;
-    if (rsd_state_open(&st, &sd) != RSD_OK || rsd_etcd_create(&co, &cd) != RSD_OK) return 1;
+    if ((st = rsd_state_create(&sd, NULL)) == NULL || (co = rsd_etcd_create(&cd)) == NULL) return 1;
     (void)etcd_lock(co, 10); /* warm: connection, lease */
     for (k = 0; k < 5; k++) {
         el[k] = etcd_lock(co, 50);
@@ -138,7 +138,7 @@ int main(void) {
     a = median(el, 5);
     b = median(fl, 5);
     rsd_etcd_destroy(co);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     if (listen_proc_start(&sim, sim_argv, -1) != 0) {
         printf("bench-etcd: rsd-sim did not start (make apps)\n");
         return 1;

@@ -6,7 +6,7 @@
 
    1. Requests and wall time per ensure on the common paths of a real router
       (--models-preset with tiny models, --models-max 2): keep (already resident), free
-      slot, swap, swap beside a pinned model. Ours = rsd_ensurer_run (state directory, no
+      slot, swap, swap beside a pinned model. Ours = rsd_ensurer_sync (state directory, no
       decision cache); peer = the replay of upstream's (clio's) call sequence from
       bench/upstream.h, the same one bench/reconcile.c runs against rsd-sim, on the
       same router. Requests are each side's own count (the router logs none). What is
@@ -349,7 +349,7 @@ static rsd_ensurer *new_ensurer(const char *state_dir) {
     return rsd_ensurer_create(&d);
 }
 
-/* rsd_ensurer_run on the router (res->requests = what it sent); 0 when the model ends resident. */
+/* rsd_ensurer_sync on the router (res->requests = what it sent); 0 when the model ends resident. */
 static int our_ensure(rsd_ensurer *e, const char *url, const char *model, rsd_ensure_result *res) {
     rsd_ensure_req q;
     int rc;
@@ -358,7 +358,7 @@ static int our_ensure(rsd_ensurer *e, const char *url, const char *model, rsd_en
     q.model = model;
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 60000;
-    rc = rsd_ensurer_run(e, &q, res);
+    rc = rsd_ensurer_sync(e, &q, res);
     if (rc != RSD_OK || res->outcome != RSD_OUTCOME_RESIDENT) {
         fprintf(stderr, "bench-real: ours: ensure %s: %s, outcome %s: %s\n", model, rsd_result_str(rc),
                 rsd_outcome_str(res->outcome), res->message);

@@ -3,7 +3,7 @@
    Every figure is measured in this one run, ours next to its peer:
    1. requests made and wall time on the common paths of a llama.cpp router
       (rsd-sim --runtime router --load-ms 50): keep (already resident), free-slot load,
-      full-router swap, and the swap beside a pinned resident. Ours = rsd_ensurer_run; the
+      full-router swap, and the swap beside a pinned resident. Ours = rsd_ensurer_sync; the
       peer = a replay of upstream's call sequence (L14-L28, llamacpp-residency.ts and
       R40-R53 of residency.ts) on the same simulator with the same HTTP client
       (rsd_http_request_sync, keep-alive): the same requests in the same order, the
@@ -278,7 +278,7 @@ static void our_ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd
     q.model = model;
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 30000;
-    rc = rsd_ensurer_run(e, &q, res);
+    rc = rsd_ensurer_sync(e, &q, res);
     if (rc != RSD_OK || res->outcome != RSD_OUTCOME_RESIDENT) {
         fprintf(stderr, "ensure %s: rc %d outcome %s: %s\n", model, rc, rsd_outcome_str(res->outcome), res->message);
         die("our ensure of %s failed", model);
@@ -709,7 +709,7 @@ static int print1(const f1_result *f1) {
         printf("   %-11s ours:     %s\n   %-11s upstream: %s\n", up_paths[p].name, f1[p].ours_seq, "", f1[p].peer_seq);
     printf("   upstream = replay of L26-L28: GET /v1/models, GET /props, [POST /models/unload], POST /models/load,\n"
            "   GET /v1/models every 500 ms until loaded, [one GET: pinned-restore pass], state-file lock (K6).\n"
-           "   ours = rsd_ensurer_run, state directory (flock, attribution, generation), no decision cache.\n"
+           "   ours = rsd_ensurer_sync, state directory (flock, attribution, generation), no decision cache.\n"
            "   Requests are counted in the simulator's log; if ours is above upstream (median) by more than\n"
            "   one GET per unload (the wait until the victim is listed unloaded) the bench fails.\n");
     return fail;

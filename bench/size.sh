@@ -1,7 +1,7 @@
 #!/bin/sh
 # Code size (.text bytes, -Os, no TLS, the host compiler; x86-64 on the CI machine):
 #   text_full         the whole implementation: both headers, one TU, every feature
-#   text_router_only  a program that only ensures on a llama.cpp router (rsd_ensurer_run: JSON,
+#   text_router_only  a program that only ensures on a llama.cpp router (rsd_ensurer_sync: JSON,
 #                     decision, router driver, HTTP client, state), linked with
 #                     --gc-sections and the feature macros it does not need (its
 #                     request names the runtime, so RSD_NO_DETECT too), less the
@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     q.url = argv[1];
     q.model = argv[2];
     q.runtime = RSD_RUNTIME_LLAMACPP;
-    rc = rsd_ensurer_run(e, &q, &r);
+    rc = rsd_ensurer_sync(e, &q, &r);
     rsd_ensurer_destroy(e);
     return rc < 0;
 }

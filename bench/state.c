@@ -4,7 +4,7 @@
         peer = upstream K6/K12 lock file: O_CREAT|O_EXCL + JSON owner line + close, then
                read back, check the pid, unlink
    2. attribution update:
-        ours = rsd_state_attr_add (file lock, read, temp file, rename; fsync only with desc.attr_fsync)
+        ours = rsd_state_attr_add_sync (file lock, read, temp file, rename; fsync only with desc.attr_fsync)
         peer = a naive rewrite: open O_TRUNC, write, fsync (not atomic, no lock)
    Figures are medians of 5 runs of N iterations, in microseconds per operation. */
 #define RESIDENCY_IMPLEMENTATION
@@ -70,7 +70,7 @@ static double ours_attr(rsd_state *st, int n) {
     double t0 = now_us();
     for (i = 0; i < n; i++) {
         snprintf(id, sizeof id, "model-%d", i % 8);
-        if (rsd_state_attr_add(st, KEY, id, NULL, (uint64_t)i) != RSD_OK) return -1;
+        if (rsd_state_attr_add_sync(st, KEY, id, NULL, (uint64_t)i) != RSD_OK) return -1;
     }
     return (now_us() - t0) / n;
 }
@@ -98,7 +98,7 @@ int main(void) {
     if (!mkdtemp(tmp)) return 1;
     memset(&d, 0, sizeof d);
     d.dir = tmp;
-    if (rsd_state_open(&st, &d) != RSD_OK) return 1;
+    if ((st = rsd_state_create(&d, NULL)) == NULL) return 1;
     snprintf(peer_path, sizeof peer_path, "%s/peer.lock", tmp);
     snprintf(peer_attr_path, sizeof peer_attr_path, "%s/peer.attr", tmp);
     for (r = 0; r < 5; r++) {
@@ -114,7 +114,7 @@ int main(void) {
     printf("\n%-24s %12s %12s  %s\n", "state bench (median/5)", "ours us", "peer us", "peer");
     printf("%-24s %12.2f %12.2f  %s\n", "lock take+release", a, b, "O_EXCL lockfile + JSON owner + unlink (upstream K6/K12)");
     printf("%-24s %12.1f %12.1f  %s\n", "attribution add", c, e, "O_TRUNC rewrite + fsync (no lock, not atomic)");
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);

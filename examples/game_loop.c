@@ -96,7 +96,7 @@ static int cutscene(rsd_ensurer *e, const char *url, const char *bytes) {
         simulate_and_render(g_frame); /* the cutscene has the memory */
         wait_frame(NULL, 0, frame_end, frame_end);
     }
-    if (rsd_ensurer_release_begin(e, &q, lease, rsd_now_ms()) != RSD_OK) return 1;
+    if (rsd_ensurer_lease_return_begin(e, &q, lease, rsd_now_ms()) != RSD_OK) return 1;
     frames_until_done(e, &res);
     printf("frame %u: lease %s %s: %d model(s) back%s%s\n", g_frame, lease,
            res.result == RSD_OK ? "released" : "release failed", res.restored, res.message[0] ? "; " : "",
@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     q.model = argc > 2 ? argv[2] : "default";
     /* Numeric hosts need nothing; a host name must be resolved before the loop
        (blocking, once), because the frame loop never calls getaddrinfo. */
-    rsd_ensurer_resolve(e, q.url);
+    rsd_ensurer_resolve_sync(e, q.url);
     rsd_ensurer_begin(e, &q, rsd_now_ms());
     frames_until_done(e, &res);
     printf("frame %u: %s: %s (%u requests, %llu ms) %s\n", g_frame, rsd_outcome_str(res.outcome), q.model,

@@ -13,7 +13,7 @@ int main(int argc, char **argv) {
     memset(&q, 0, sizeof q);
     q.url = argc > 1 ? argv[1] : "http://127.0.0.1:8080";
     q.model = argc > 2 ? argv[2] : "default";
-    rsd_ensurer_run(e, &q, &res);                            /* blocks until done */
+    rsd_ensurer_sync(e, &q, &res);                            /* blocks until done */
     for (i = 0; i < res.n_notices; i++) printf("%s\n", res.notices[i].text);
     printf("%s: %s %s\n", rsd_outcome_str(res.outcome), q.model, res.message);
     rsd_ensurer_destroy(e);

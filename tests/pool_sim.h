@@ -257,7 +257,7 @@ static int psim_lease(psim *s, bool take, unsigned arg) {
         d.ttl_ms = ((arg >> 7) % 4) * 500u;
         d.restore = (arg & 0x800) != 0;
         if (s->lease[i].id) { /* what the release starts is pulled before the next call */
-            (void)rsd_pool_lease_release(s->pool, s->lease[i], s->now);
+            (void)rsd_pool_lease_return(s->pool, s->lease[i], s->now);
             s->lease[i].id = 0;
             if (psim_pump(s) < 0) return -1;
         }
@@ -266,7 +266,7 @@ static int psim_lease(psim *s, bool take, unsigned arg) {
         if (r < 0 && r != RSD_ERR_POOL_NO_FIT && r != RSD_ERR_CAPACITY && r != RSD_ERR_POOL_STOPPED)
             return psim_fail(s, "lease: unexpected error");
     } else if (s->lease[i].id) {
-        r = rsd_pool_lease_release(s->pool, s->lease[i], s->now);
+        r = rsd_pool_lease_return(s->pool, s->lease[i], s->now);
         if (r != RSD_OK && r != RSD_ERR_POOL_STALE) return psim_fail(s, "lease release");
         s->lease[i].id = 0;
     }
@@ -278,7 +278,7 @@ static int psim_lease(psim *s, bool take, unsigned arg) {
 static int psim_drain(psim *s, int max_slots, uint64_t budget) {
     int round, i;
     for (i = 0; i < RSD_POOL_MAX_LEASES; i++) /* leases hold starts: give them back */
-        if (s->lease[i].id) (void)rsd_pool_lease_release(s->pool, s->lease[i], s->now);
+        if (s->lease[i].id) (void)rsd_pool_lease_return(s->pool, s->lease[i], s->now);
     for (round = 0; round < 10000; round++) {
         bool any = false;
         rsd_pool_stats st;

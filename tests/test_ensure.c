@@ -2,7 +2,7 @@
    program build/bin/rsd-sim (spawned with --port 0; its first stdout line names the
    port). Request sequences are checked in the simulator's own request log (GET
    /_sim/log), never by wall-clock speed. Nothing here sleeps: the tests wait on pipes,
-   sockets (poll inside rsd_ensurer_run) and waitpid. */
+   sockets (poll inside rsd_ensurer_sync) and waitpid. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
@@ -78,7 +78,7 @@ static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_runt
     rsd_ensure_req q = llama_req(s->url, model, 20000);
     q.runtime = rt;
     q.observe = observe;
-    return rsd_ensurer_run(e, &q, res);
+    return rsd_ensurer_sync(e, &q, res);
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
@@ -122,10 +122,10 @@ static void test_l26_resident_then_ttl_hit(void) {
         memset(&sd, 0, sizeof sd);
         sd.dir = g_state_dir;
         snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
-        REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+        REQUIRE((st = rsd_state_create(&sd, NULL)) != NULL);
         REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
-        CHECK_EQ_INT(rsd_state_gen_bump(st, key, &g), RSD_OK);
-        rsd_state_close(st);
+        CHECK_EQ_INT(rsd_state_gen_bump_sync(st, key, &g), RSD_OK);
+        rsd_state_destroy(st);
     }
     CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
     CHECK(!res.cache_hit);
@@ -180,11 +180,11 @@ static void test_l27_free_slot_fast_poll(void) {
         memset(&sd, 0, sizeof sd);
         sd.dir = g_state_dir;
         snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
-        REQUIRE(set && rsd_state_open(&st, &sd) == RSD_OK);
+        REQUIRE(set && (st = rsd_state_create(&sd, NULL)) != NULL);
         REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
         CHECK_EQ_INT(rsd_state_attr_load(st, key, set), 1);
         CHECK(rsd_attr_set_find(set, "a", NULL) >= 0);
-        rsd_state_close(st);
+        rsd_state_destroy(st);
         free(set);
     }
     rsd_ensurer_destroy(e);
@@ -413,7 +413,7 @@ static void test_sse_wakes_the_wait(void) {
     e2 = rsd_ensurer_create(&d);
     REQUIRE(e && e2);
     q = llama_req(s.url, "a", 60000);
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
     n = sim_log(&s);
@@ -436,7 +436,7 @@ static void test_sse_wakes_the_wait(void) {
     /* a 900 ms load, polls every 200 ms while the stream is open: still one stream */
     base = n;
     q.model = "b";
-    CHECK_EQ_INT(rsd_ensurer_run(e2, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e2, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     n = sim_log(&s);
     loaded = sim_loaded_ms(&s, "b");
@@ -572,15 +572,15 @@ static void test_context_ceiling_env(void) {
     q.runtime = RSD_RUNTIME_OLLAMA;
     q.timeout_ms = 20000;
     q.model = "x";
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     tp_setenv("RESIDENCY_CORESIDENT_CONTEXT", "4096");
     q.model = "y";
     q.context_length = 32768;
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     q.model = "z";
     q.context_ceiling = 8192; /* the request's own ceiling wins over the environment */
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     tp_setenv("RESIDENCY_CORESIDENT_CONTEXT", NULL);
     REQUIRE(sim_get(&s, "/api/ps", NULL, body, sizeof body) == 200);
@@ -617,14 +617,14 @@ static void test_context_clamp_by_bytes(void) {
     q.runtime = RSD_RUNTIME_OLLAMA;
     q.timeout_ms = 20000;
     q.model = "x";
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     /* 2.5 GiB in all, x holds 1 GiB: 1.5 GiB left; 64 KiB a token -> 24576 tokens */
     q.model = "y";
     q.context_length = 32768;
     q.capacity_bytes = (uint64_t)5 << 29;
     q.keep_bytes = (uint64_t)1 << 30;
     q.kv_bytes_per_token = 64 * 1024;
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.n_evicted, 0);
     REQUIRE(sim_get(&s, "/api/ps", NULL, body, sizeof body) == 200);
@@ -723,14 +723,14 @@ static void test_sse_refused_falls_back_to_polling(void) {
     e = rsd_ensurer_create(&d);
     REQUIRE(e);
     q = llama_req(s.url, "a", 20000);
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
     REQUIRE(sim_get(&s, "/_n", NULL, body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
     CHECK_EQ_INT(sse, 1);
     CHECK_EQ_INT((int)res.requests, req);
     q.model = "b";
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
     REQUIRE(sim_get(&s, "/_n", NULL, body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
@@ -860,7 +860,7 @@ static void test_lock_held_elsewhere(void) {
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
     memset(&lk, 0, sizeof lk);
-    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    REQUIRE((st = rsd_state_create(&sd, NULL)) != NULL);
     snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
     REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
     REQUIRE(rsd_state_lock_try(st, &lk, key, "test") == RSD_OK);
@@ -868,7 +868,7 @@ static void test_lock_held_elsewhere(void) {
     REQUIRE(e);
     base = sim_log(&s);
     q = llama_req(s.url, "a", 300);
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(!res.mutated && !res.lock_held);
     n = sim_log(&s);
@@ -876,10 +876,10 @@ static void test_lock_held_elsewhere(void) {
     rsd_state_unlock(st, &lk);
     /* released: the same ensurer now loads it under the lock */
     q.timeout_ms = 20000;
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(res.lock_held);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }
@@ -1014,7 +1014,7 @@ static void test_commit_lock_is_a_step(void) {
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
     memset(&hold, 0, sizeof hold);
-    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    REQUIRE((st = rsd_state_create(&sd, NULL)) != NULL);
     REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == 1 &&
             rsd_state_lock_held(&hold));
     e = new_ensurer(true, NULL, 0);
@@ -1061,7 +1061,7 @@ static void test_commit_lock_is_a_step(void) {
     CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
     CHECK(!res.cache_hit); /* the failed commit cached nothing */
     CHECK(res.requests > 0);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }
@@ -1265,8 +1265,8 @@ static void test_attribution_over_the_arena_said_and_kept(void) {
     router_key(&s, key, sizeof key);
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
-    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, key, other, NULL, 1), RSD_OK); /* 2 + 46 bytes of ids */
+    REQUIRE((st = rsd_state_create(&sd, NULL)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, key, other, NULL, 1), RSD_OK); /* 2 + 46 bytes of ids */
     REQUIRE(rsd_state_file_name(key, name, sizeof name) > 0);
     snprintf(path, sizeof path, "%s/attr/%s.attr", g_state_dir, name);
     if ((f = fopen(path, "rb")) != NULL) {
@@ -1301,7 +1301,7 @@ static void test_attribution_over_the_arena_said_and_kept(void) {
     CHECK(n1 == n0 && memcmp(before, after, n0) == 0);
     CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK); /* the default arena: no notice */
     CHECK(notice_of(&res, RSD_DMSG_STATE_FAILED) < 0);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rsd_ensurer_destroy(small);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
@@ -1324,17 +1324,17 @@ static void test_old_key_records_migrate(void) {
     REQUIRE(sim_start(&s, args) == 0);
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
-    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    REQUIRE((st = rsd_state_create(&sd, NULL)) != NULL);
     snprintf(url, sizeof url, "%s/v1", s.url);
     snprintf(old, sizeof old, "llamacpp|%s/v1", s.url);
     router_key(&s, key, sizeof key);
     REQUIRE(strcmp(old, key) != 0);
-    CHECK_EQ_INT(rsd_state_attr_add(st, old, "a", NULL, 1000), RSD_OK);
-    CHECK_EQ_INT(rsd_state_used_touch(st, old, "a", 1234, true), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, old, "a", NULL, 1000), RSD_OK);
+    CHECK_EQ_INT(rsd_state_used_touch_sync(st, old, "a", 1234), RSD_OK);
     e = new_ensurer(true, NULL, 0);
     REQUIRE(e);
     q = llama_req(url, "b", 20000);
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(rsd_state_attr_load(st, key, &set) >= 0);
     CHECK(rsd_attr_set_find(&set, "a", NULL) >= 0); /* the older version's record, found */
@@ -1345,18 +1345,18 @@ static void test_old_key_records_migrate(void) {
     CHECK_EQ_INT(rsd_state_used_load(st, old, &set), 0);
     /* the current key has its own record now: an older one written later stays where it
        is (a new ensurer: no TTL hit, which would not look) */
-    CHECK_EQ_INT(rsd_state_attr_add(st, old, "zz", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, old, "zz", NULL, 1), RSD_OK);
     rsd_ensurer_destroy(e);
     e = new_ensurer(true, NULL, 0);
     REQUIRE(e);
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK(!res.cache_hit);
     CHECK(rsd_state_attr_load(st, key, &set) >= 0);
     CHECK(rsd_attr_set_find(&set, "zz", NULL) < 0);
     CHECK(rsd_attr_set_find(&set, "a", NULL) >= 0);
     CHECK_EQ_INT(rsd_state_attr_load(st, old, &set), 1);
     rsd_ensurer_destroy(e);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     sim_stop(&s);
 }
 

@@ -467,7 +467,7 @@ static void test_residency_typo_lib(void) {
             memset(&q, 0, sizeof q);
             q.url = s.url;
             q.model = i == 1 ? "b" : "a";
-            (void)rsd_ensurer_run(e, &q, &res);
+            (void)rsd_ensurer_sync(e, &q, &res);
             for (j = 0; j < res.n_notices; j++)
                 if (res.notices[j].dmsg == RSD_DMSG_ENV_UNKNOWN) {
                     warned++;
@@ -493,7 +493,7 @@ static void test_residency_typo_lib(void) {
         memset(&q, 0, sizeof q);
         q.url = l.url;
         q.model = "a";
-        CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+        CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
         CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LMSTUDIO);
         CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
         for (warned = 0, i = 0; i < res.n_notices; i++) warned += res.notices[i].dmsg == RSD_DMSG_ENV_UNKNOWN;
@@ -1190,7 +1190,7 @@ static void test_release_keeps_what_failed(void) {
     remove_state_dir();
 }
 
-/* rsd_ensurer_release in the library, with out NULL (a caller that only wants the count):
+/* rsd_ensurer_lease_return_sync in the library, with out NULL (a caller that only wants the count):
    both models come back, leave the lease, and the count is returned; the lease is gone
    after. With out, a failed model's result is the one *out gives. */
 static void test_release_lib(void) {
@@ -1212,15 +1212,15 @@ static void test_release_lib(void) {
         memset(&q, 0, sizeof q);
         q.url = s.url;
         q.free_bytes = 4ull << 30;
-        CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+        CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
         CHECK_EQ_INT(res.n_evicted, 2);
         CHECK(res.lease_id && res.lease_id[0]);
         snprintf(id, sizeof id, "%s", res.lease_id ? res.lease_id : "");
         if (round == 0) {
-            CHECK_EQ_INT(rsd_ensurer_release(e, NULL, id, NULL), 2);
+            CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, NULL, id, NULL), 2);
         } else { /* bravo is gone from the catalog: charlie comes back, *out is bravo's failure */
             CHECK_EQ_INT(sim_post_json(&s, "/_sim/remove", "{\"model\":\"bravo\"}"), 200);
-            failed = rsd_ensurer_release(e, NULL, id, &res);
+            failed = rsd_ensurer_lease_return_sync(e, NULL, id, &res);
             CHECK(failed < 0);
             CHECK_EQ_INT(res.result, failed);
             CHECK(res.outcome != RSD_OUTCOME_RESIDENT);
@@ -1228,14 +1228,14 @@ static void test_release_lib(void) {
             CHECK_EQ_INT(res.n_notices, 0);
             if (rsdt_cur_failed) printf("  message: %s\n", res.message ? res.message : "(null)");
         }
-        CHECK_EQ_INT(rsd_ensurer_release(e, NULL, id, NULL), round == 0 ? RSD_ERR_NOT_FOUND : failed);
+        CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, NULL, id, NULL), round == 0 ? RSD_ERR_NOT_FOUND : failed);
     }
     rsd_ensurer_destroy(e);
     sim_stop(&s);
     remove_state_dir();
 }
 
-/* A state-directory lease released step by step (rsd_ensurer_release_begin, then step,
+/* A state-directory lease released step by step (rsd_ensurer_lease_return_begin, then step,
    pollfds, next_deadline): while another holder has the lease record's lock the step
    does not wait for it -- it returns PENDING, wants no socket and names the lock's next
    try as its deadline -- and once the lock is free both models come back, one ensure
@@ -1262,12 +1262,12 @@ static void test_release_steps(void) {
     other = NULL;
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
-    CHECK(e != NULL && rsd_state_open(&other, &sd) == RSD_OK); /* (never REQUIRE with the sim running) */
+    CHECK(e != NULL && (other = rsd_state_create(&sd, NULL)) != NULL); /* (never REQUIRE with the sim running) */
     if (!e || !other) goto out;
     memset(&q, 0, sizeof q);
     q.url = s.url;
     q.free_bytes = 4ull << 30;
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.n_evicted, 2);
     snprintf(id, sizeof id, "%s", res.lease_id ? res.lease_id : "");
     CHECK(id[0] && strchr(id, ':') == NULL); /* a state-directory lease */
@@ -1281,7 +1281,7 @@ static void test_release_steps(void) {
         int end = RSD_PENDING;
         CHECK(rsd_state_lock_next_event(&lk, &end) && end == RSD_OK);
     }
-    CHECK_EQ_INT(rsd_ensurer_release_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
     now = rsd_now_ms();
     CHECK_EQ_INT(ensure_step_code(e, now), RSD_PENDING);
     CHECK_EQ_INT(rsd_ensurer_pollfds(e, fds, 8), 0);
@@ -1304,7 +1304,7 @@ static void test_release_steps(void) {
     CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/models/load", "bravo"), 2);   /* its first load, and back */
     CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/models/load", "charlie"), 2);
     /* the lease is gone */
-    CHECK_EQ_INT(rsd_ensurer_release_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
     while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING && steps++ < 200000) {
     }
     CHECK_EQ_INT(rc, RSD_ERR_NOT_FOUND);
@@ -1312,7 +1312,7 @@ static void test_release_steps(void) {
     CHECK(res.message && strstr(res.message, "no lease") != NULL);
     CHECK_EQ_INT(res.restored, 0);
 out:
-    rsd_state_close(other);
+    rsd_state_destroy(other);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
     remove_state_dir();

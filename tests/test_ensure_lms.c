@@ -2,7 +2,7 @@
    program, over loopback against build/bin/rsd-sim --runtime lmstudio (spawned with
    --port 0; its first stdout line names the port). Request sequences are read from the
    simulator's own log (GET /_sim/log), never from wall-clock speed; nothing sleeps: the
-   tests wait on pipes, sockets (poll inside rsd_ensurer_run) and waitpid. */
+   tests wait on pipes, sockets (poll inside rsd_ensurer_sync) and waitpid. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
@@ -72,7 +72,7 @@ static int ensure_ex(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_r
     q.context_length = ctx;
     q.bearer = bearer;
     q.timeout_ms = 20000;
-    return rsd_ensurer_run(e, &q, res);
+    return rsd_ensurer_sync(e, &q, res);
 }
 
 static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_ensure_result *res) {
@@ -88,10 +88,10 @@ static int state_attrs(const sim_proc *s, rsd_attr_set *set) {
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
     snprintf(raw, sizeof raw, "lmstudio|%s", s->url);
-    if (rsd_state_open(&st, &sd) != RSD_OK) return -1;
+    if ((st = rsd_state_create(&sd, NULL)) == NULL) return -1;
     if (rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) <= 0) n = -1;
     else n = rsd_state_attr_load(st, key, set);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     return n;
 }
 
@@ -105,10 +105,10 @@ static void state_forget(const sim_proc *s) {
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
     snprintf(raw, sizeof raw, "lmstudio|%s", s->url);
-    if (set && rsd_state_open(&st, &sd) == RSD_OK && rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0 &&
+    if (set && (st = rsd_state_create(&sd, NULL)) != NULL && rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0 &&
         rsd_state_attr_load(st, key, set) > 0)
-        for (k = 0; k < set->count; k++) (void)rsd_state_attr_remove(st, key, set->items[k].model, NULL);
-    rsd_state_close(st);
+        for (k = 0; k < set->count; k++) (void)rsd_state_attr_remove_sync(st, key, set->items[k].model, NULL);
+    rsd_state_destroy(st);
     free(set);
 }
 
@@ -562,7 +562,7 @@ static void test_lms_lock_held_elsewhere(void) {
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
     memset(&lk, 0, sizeof lk);
-    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    REQUIRE((st = rsd_state_create(&sd, NULL)) != NULL);
     snprintf(raw, sizeof raw, "lmstudio|%s", s.url);
     REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
     REQUIRE(rsd_state_lock_try(st, &lk, key, "test") == RSD_OK);
@@ -575,17 +575,17 @@ static void test_lms_lock_held_elsewhere(void) {
     q.model = "a";
     q.runtime = RSD_RUNTIME_LMSTUDIO;
     q.timeout_ms = 300;
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(!res.mutated && !res.lock_held);
     n = sim_log(&s);
     CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
     rsd_state_unlock(st, &lk);
     q.timeout_ms = 20000;
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(res.lock_held && res.loaded);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }

@@ -50,14 +50,13 @@ static int co_run(rsd_etcd *co) {
 
 static rsd_etcd *co_new(const char *coord, const char *host, uint32_t ttl_s, bool fail_closed) {
     rsd_etcd_desc d;
-    rsd_etcd *co = NULL;
     memset(&d, 0, sizeof d);
     d.url = coord;
     d.host_id = host;
     d.lease_ttl_s = ttl_s;
     d.fail_closed = fail_closed;
     d.http.tls_off = true;
-    return rsd_etcd_create(&co, &d) == RSD_OK ? co : NULL;
+    return rsd_etcd_create(&d);
 }
 
 /* ---- pure parts: URL, base64, the answer parser ---------------------------------- */
@@ -159,7 +158,7 @@ static void test_etcd_record_over_the_arena(void) {
     d.host_id = "host-small";
     d.http.tls_off = true;
     d.attr_arena_bytes = 200; /* the record needs 303 */
-    REQUIRE(a && rsd_etcd_create(&small, &d) == RSD_OK);
+    REQUIRE(a && (small = rsd_etcd_create(&d)) != NULL);
     memset(ch, 0, sizeof ch);
     for (i = 0; i < 3; i++) {
         memset(id[i], 'a' + i, 100);
@@ -219,11 +218,11 @@ static void test_etcd_answer_over_the_buffers(void) {
     d.http.tls_off = true;
     d.host_id = "host-big";
     d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
-    REQUIRE(rsd_etcd_create(&big, &d) == RSD_OK);
+    REQUIRE((big = rsd_etcd_create(&d)) != NULL);
     d.host_id = "host-small";
     d.attr_arena_bytes = 1024;
     d.logger.fn = over_log;
-    REQUIRE(rsd_etcd_create(&small, &d) == RSD_OK);
+    REQUIRE((small = rsd_etcd_create(&d)) != NULL);
     for (k = 0; k < 2; k++) {
         /* 64 entries of two 255-byte ids: about 33 KB written plain (over the small one's values),
            about 132 KB with every byte escaped (its answer over the small one's buffer) */
@@ -446,11 +445,11 @@ static void test_etcd_auth(void) {
     d.http.tls_off = true;
     d.auth_user = "root";
     d.auth_password = "s3cret";
-    REQUIRE(rsd_etcd_create(&good, &d) == RSD_OK);
+    REQUIRE((good = rsd_etcd_create(&d)) != NULL);
     d.auth_password = "wrong";
-    REQUIRE(rsd_etcd_create(&bad, &d) == RSD_OK);
+    REQUIRE((bad = rsd_etcd_create(&d)) != NULL);
     d.auth_user = d.auth_password = NULL;
-    REQUIRE(rsd_etcd_create(&none, &d) == RSD_OK);
+    REQUIRE((none = rsd_etcd_create(&d)) != NULL);
     REQUIRE(rsd_etcd_lock_begin(good, key, "t", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
     CHECK_EQ_INT(co_run(good), RSD_OK);
     rsd_etcd_query(good, &v);
@@ -662,9 +661,9 @@ static void test_etcd_kill9_mid_swap(void) {
     e = host_new(g_etcd.coord, "host-b", sd, NULL, false, 2);
     REQUIRE(e);
     req_init(&q, sim.url, "y");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     req_init(&q, sim.url, "z");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     /* the other host swaps in x (a load that takes a minute) and is killed mid-swap */
     fflush(stdout);
     child = fork();
@@ -676,7 +675,7 @@ static void test_etcd_kill9_mid_swap(void) {
         c = host_new(g_etcd.coord, "host-a", sc, NULL, false, 2);
         req_init(&q, sim.url, "x");
         q.timeout_ms = 120000;
-        if (c) (void)rsd_ensurer_run(c, &q, &res);
+        if (c) (void)rsd_ensurer_sync(c, &q, &res);
         _exit(0);
     }
     t = rsd_now_ms();
@@ -695,7 +694,7 @@ static void test_etcd_kill9_mid_swap(void) {
     t_kill = rsd_now_ms();
     /* this host now ensures w: it waits for the dead holder's lease, then takes the lock */
     req_init(&q, sim.url, "w");
-    rc = rsd_ensurer_run(e, &q, &res);
+    rc = rsd_ensurer_sync(e, &q, &res);
     CHECK_EQ_INT(rc, RSD_OK);
     CHECK(res.lock_held);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
@@ -755,7 +754,7 @@ static void test_etcd_stale_holder_ensure(void) {
     REQUIRE(v.held);
     /* A stalls; B waits for A's lease to run out, takes the lock, loads fast */
     req_init(&q, sim.url, "fast");
-    CHECK_EQ_INT(rsd_ensurer_run(b, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(b, &q, &res), RSD_OK);
     CHECK(res.lock_held);
     /* A resumes: its load finishes, its commit is refused */
     end = rsd_now_ms() + 60000;
@@ -801,7 +800,7 @@ static void test_etcd_corrupt_record(void) {
     e = host_new(g_etcd.coord, "host-c", sd, NULL, false, 0);
     REQUIRE(e);
     req_init(&q, sim.url, "p");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     REQUIRE(rsd_state_file_name(e->key, name, sizeof name) > 0);
     snprintf(key, sizeof key, "/test/attr/%s", name);
     n = (size_t)snprintf(body, sizeof body, "{\"key\":\"");
@@ -811,7 +810,7 @@ static void test_etcd_corrupt_record(void) {
     snprintf(body + n, sizeof body - n, "\"}");
     CHECK_EQ_INT(etcd_post(&g_etcd, "/v3/kv/put", body, ans, sizeof ans), 200);
     req_init(&q, sim.url, "q");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     for (i = 0; i < res.n_notices; i++) told += res.notices[i].dmsg == RSD_DMSG_ATTR_RESET;
     CHECK_EQ_INT(told, 1);
     REQUIRE(rsd_etcd_read_begin(e->co, e->key, rsd_now_ms(), 0) == RSD_OK);
@@ -843,16 +842,16 @@ static void test_etcd_lmstudio_shared(void) {
     REQUIRE(a && b);
     req_init(&q, sim.url, "a");
     q.runtime = RSD_RUNTIME_LMSTUDIO;
-    CHECK_EQ_INT(rsd_ensurer_run(a, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(a, &q, &res), RSD_OK);
     CHECK(res.lock_held && res.loaded);
     q.model = "b";
-    CHECK_EQ_INT(rsd_ensurer_run(b, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(b, &q, &res), RSD_OK);
     CHECK(res.lock_held && res.loaded);
     rsd_etcd_query(b->co, &v);
     CHECK(rsd_attr_set_find(v.attrs, "a", "a") >= 0);
     CHECK(rsd_attr_set_find(v.attrs, "b", "b") >= 0);
     q.model = "c";
-    CHECK_EQ_INT(rsd_ensurer_run(a, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(a, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     REQUIRE(res.n_evicted == 1);
     CHECK_EQ_STR(res.evicted[0].id, "b");
@@ -926,11 +925,11 @@ static void test_etcd_prot_past_the_first_page(void) {
     e = host_new(coord, "zz-self", sd, NULL, false, 0);
     REQUIRE(e);
     req_init(&q, sim.url, "victim");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     req_init(&q, sim.url, "spare");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     req_init(&q, sim.url, "fresh");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     for (k = 0; k < res.n_evicted; k++) {
         printf("  evicted %s\n", res.evicted[k].id);
@@ -1098,7 +1097,7 @@ static void test_etcd_prot_too_many_models(void) {
     e = host_prot(coord, "zz-self", sd, NULL, 0, 0);
     REQUIRE(e);
     req_init(&q, sim.url, "m");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(prot_notices(&res), 1);
     rsd_etcd_query(e->co, &v);
@@ -1146,7 +1145,7 @@ static void test_etcd_prot_record_over_the_arena(void) {
         /* keep-me (b-keeps protects it, and it is the least recently used) is never the one evicted */
         for (j = 0; j < 3; j++) {
             req_init(&q, sim.url, order[j]);
-            CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+            CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
             CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
             CHECK_EQ_INT(prot_notices(&res), 1);
             for (i = 0; i < res.n_evicted; i++) CHECK(strcmp(res.evicted[i].id, "keep-me") != 0);
@@ -1191,7 +1190,7 @@ static void test_etcd_prot_mix(void) {
     e = host_prot(coord, "zz-self", sd, own, 8, 0);
     REQUIRE(e);
     req_init(&q, sim.url, "m");
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(prot_notices(&res), 0);
     rsd_etcd_query(e->co, &v);
     CHECK(!v.protected_incomplete);
@@ -1231,12 +1230,12 @@ static void test_etcd_stopped_mid_run(void) {
     closed_e = host_new(g_etcd.coord, "host-closed", sc, NULL, true, 2);
     REQUIRE(open_e && closed_e);
     req_init(&q, sim.url, "p");
-    CHECK_EQ_INT(rsd_ensurer_run(open_e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(open_e, &q, &res), RSD_OK);
     CHECK(res.lock_held);
     etcd_kill(&g_etcd, SIGKILL);
     /* fail-open: the swap happens, with warnings that say etcd could not be used */
     req_init(&q, sim.url, "q");
-    rc = rsd_ensurer_run(open_e, &q, &res);
+    rc = rsd_ensurer_sync(open_e, &q, &res);
     CHECK_EQ_INT(rc, RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(!res.lock_held);
@@ -1249,7 +1248,7 @@ static void test_etcd_stopped_mid_run(void) {
     before = log_count(0, before, "POST", "/models/load", "r");
     req_init(&q, sim.url, "r");
     q.observe = false;
-    rc = rsd_ensurer_run(closed_e, &q, &res);
+    rc = rsd_ensurer_sync(closed_e, &q, &res);
     CHECK(rc < 0);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(res.message, "lock") != NULL);
@@ -1257,7 +1256,7 @@ static void test_etcd_stopped_mid_run(void) {
     /* etcd back: both work with the lock again */
     REQUIRE(etcd_restart(&g_etcd) == 0);
     req_init(&q, sim.url, "r");
-    CHECK_EQ_INT(rsd_ensurer_run(closed_e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(closed_e, &q, &res), RSD_OK);
     CHECK(res.lock_held);
     rsd_ensurer_destroy(open_e);
     rsd_ensurer_destroy(closed_e);

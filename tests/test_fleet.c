@@ -1360,7 +1360,7 @@ static void test_lease_stops_idle_and_restores(void) {
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, c), 0);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, -1), 0);
     CHECK_EQ_INT(rsd_fleet_cancel(f, rc, tnow()), RSD_OK);
-    CHECK_EQ_INT(rsd_pool_lease_release(rsd_fleet_pool(f), lease, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_return(rsd_fleet_pool(f), lease, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_READY, a, 1) != NULL); /* restored without a request */
     CHECK_EQ_INT(rsd_pool_lease_query(rsd_fleet_pool(f), lease, &li), RSD_ERR_POOL_STALE);
     CHECK_EQ_INT(rsd_fleet_release(f, rb, tnow()), RSD_OK);

@@ -313,9 +313,9 @@ static void test_lease_stops_idle_lru_first_never_busy_or_pinned(void) {
     CHECK(st.leased_bytes == 5 * GiB);
     CHECK_EQ_INT(state_of(h.p, 1), RSD_POOL_SLOT_READY); /* busy B untouched */
     CHECK_EQ_INT(state_of(h.p, 3), RSD_POOL_SLOT_READY); /* pinned P untouched */
-    CHECK_EQ_INT(rsd_pool_lease_release(h.p, l, 13), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_return(h.p, l, 13), RSD_OK);
     CHECK_EQ_INT(rsd_pool_lease_query(h.p, l, &li), RSD_ERR_POOL_STALE);
-    CHECK_EQ_INT(rsd_pool_lease_release(h.p, l, 13), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_lease_return(h.p, l, 13), RSD_ERR_POOL_STALE);
     rsd_pool_release(h.p, busy, 14);
     rsd_pool_destroy(h.p);
 }
@@ -336,7 +336,7 @@ static void test_lease_partial_when_busy_and_pinned_hold_the_rest(void) {
     CHECK(li.granted == 6 * GiB); /* 10 - B 3 - P 1 */
     CHECK(li.requested == 8 * GiB);
     CHECK(li.ready);
-    rsd_pool_lease_release(h.p, l, 11);
+    rsd_pool_lease_return(h.p, l, 11);
     rsd_pool_release(h.p, busy, 12);
     rsd_pool_destroy(h.p);
 }
@@ -395,7 +395,7 @@ static void test_lease_holds_starts_and_release_lets_them_go(void) {
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 0);
-    CHECK_EQ_INT(rsd_pool_lease_release(h.p, l, 4), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_return(h.p, l, 4), RSD_OK);
     pump(&h);
     CHECK((grant_of(&h, r) != NULL));
     rsd_pool_release(h.p, r, 5);
@@ -455,7 +455,7 @@ static void test_lease_released_before_its_victims_exit_still_restores(void) {
     pump(&h);
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_LEASE), 2);
     CHECK_EQ_INT(state_of(h.p, 0), RSD_POOL_SLOT_STOPPING);
-    CHECK_EQ_INT(rsd_pool_lease_release(h.p, l, 11), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_return(h.p, l, 11), RSD_OK);
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0); /* not while they still run */
     rsd_pool_on_exited(h.p, h.log[0].proc, 12);
@@ -484,13 +484,13 @@ static void test_lease_capacity_and_stale_handles(void) {
     ld.bytes = 1;
     for (i = 0; i < RSD_POOL_MAX_LEASES; i++) CHECK_EQ_INT(rsd_pool_lease_take(h.p, &ld, 1, &l[i]), RSD_OK);
     CHECK_EQ_INT(rsd_pool_lease_take(h.p, &ld, 1, &l[i]), RSD_ERR_CAPACITY);
-    rsd_pool_lease_release(h.p, l[0], 2);
+    rsd_pool_lease_return(h.p, l[0], 2);
     CHECK_EQ_INT(rsd_pool_lease_take(h.p, &ld, 3, &l[0]), RSD_OK); /* entry reused */
     bogus.id = 0;
     CHECK_EQ_INT(rsd_pool_lease_query(h.p, bogus, &li), RSD_ERR_POOL_STALE);
     bogus.id = l[1].id + 16; /* next generation of entry 1 */
-    CHECK_EQ_INT(rsd_pool_lease_release(h.p, bogus, 4), RSD_ERR_POOL_STALE);
-    for (i = 0; i < RSD_POOL_MAX_LEASES; i++) CHECK_EQ_INT(rsd_pool_lease_release(h.p, l[i], 5), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_return(h.p, bogus, 4), RSD_ERR_POOL_STALE);
+    for (i = 0; i < RSD_POOL_MAX_LEASES; i++) CHECK_EQ_INT(rsd_pool_lease_return(h.p, l[i], 5), RSD_OK);
     rsd_pool_destroy(h.p);
 }
 

@@ -386,8 +386,8 @@ static void test_env_cwd_args(void) {
                        "env X=hello HOME=unset\ncwd /\n");
     CHECK(rsd_procs_command(p, h, cmd, sizeof cmd) > 0);
     CHECK(strstr(cmd, " -m /models/x.gguf 'it'\\''s' 'a b'") != NULL);
-    CHECK_EQ_INT(rsd_procs_release(p, h), RSD_OK);
-    CHECK_EQ_INT(rsd_procs_release(p, h), RSD_ERR_PROC_STALE);
+    CHECK_EQ_INT(rsd_procs_forget(p, h), RSD_OK);
+    CHECK_EQ_INT(rsd_procs_forget(p, h), RSD_ERR_PROC_STALE);
     rsd_procs_destroy(p);
 }
 
@@ -529,7 +529,7 @@ static void test_spawn_missing_binary(void) {
         CHECK_EQ_INT(info.state, RSD_PROC_FAILED);
         CHECK_EQ_INT(rsd_procs_mark_ready(p, h, t0), RSD_ERR_STATE);
         CHECK(no_children());
-        CHECK_EQ_INT(rsd_procs_release(p, h), RSD_OK);
+        CHECK_EQ_INT(rsd_procs_forget(p, h), RSD_OK);
     }
     rsd_procs_destroy(p);
 }
@@ -558,7 +558,7 @@ static void test_early_exit_and_crash(void) {
     CHECK_EQ_INT(rsd_procs_query(p, h, now_ms(), &info), RSD_OK);
     CHECK_EQ_INT(info.state, RSD_PROC_EXITED);
     CHECK_EQ_INT(info.exit_code, 7);
-    rsd_procs_release(p, h);
+    rsd_procs_forget(p, h);
 
     /* a crash while ready: EXITED with the signal and was_ready */
     spec_for(&s, env_crash, args_none);
@@ -596,7 +596,7 @@ static void test_stop_graceful(void) {
     CHECK_EQ_INT(rsd_procs_stop(p, h, now_ms()), RSD_OK);  /* idempotent */
     rsd_procs_query(p, h, now_ms(), &info);
     CHECK_EQ_INT(info.state, RSD_PROC_STOPPING);
-    CHECK_EQ_INT(rsd_procs_release(p, h), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_procs_forget(p, h), RSD_ERR_STATE);
     REQUIRE(pump(p, h, RSD_PROC_EV_STOPPED, 10000, &ev));
     CHECK_EQ_INT(ev.term_signal, SIGTERM);
     CHECK(!ev.killed);

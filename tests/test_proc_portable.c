@@ -196,7 +196,7 @@ static void test_exit_code_and_output(void) {
     CHECK_EQ_INT(ev.term_signal, 0);
     CHECK(!ev.was_ready);
     CHECK(tail(p, h, buf, sizeof buf) > 0 && strstr(buf, "last words"));
-    CHECK(rsd_procs_release(p, h) == RSD_OK);
+    CHECK(rsd_procs_forget(p, h) == RSD_OK);
     rsd_procs_destroy(p);
 }
 
@@ -240,12 +240,12 @@ static void test_env_set_and_removed(void) {
     REQUIRE(rsd_procs_spawn(p, &s, rsd_now_ms(), &h) == RSD_OK);  /* inherited */
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 30000, NULL));
     CHECK(tail(p, h, buf, sizeof buf) > 0 && strstr(buf, "RSD_PT_VAR=ours"));
-    (void)rsd_procs_release(p, h);
+    (void)rsd_procs_forget(p, h);
     s.env = set;
     REQUIRE(rsd_procs_spawn(p, &s, rsd_now_ms(), &h) == RSD_OK);  /* overridden */
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 30000, NULL));
     CHECK(tail(p, h, buf, sizeof buf) > 0 && strstr(buf, "RSD_PT_VAR=hello there"));
-    (void)rsd_procs_release(p, h);
+    (void)rsd_procs_forget(p, h);
     s.env = del;
     REQUIRE(rsd_procs_spawn(p, &s, rsd_now_ms(), &h) == RSD_OK);  /* removed */
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 30000, NULL));
@@ -319,7 +319,7 @@ static void test_stop_and_kill(void) {
     }
 #endif
     CHECK(rsd_procs_live(p, NULL, 0) == 0);
-    (void)rsd_procs_release(p, h);
+    (void)rsd_procs_forget(p, h);
     REQUIRE(rsd_procs_spawn(p, &s, rsd_now_ms(), &h) == RSD_OK);
     CHECK(rsd_procs_kill(p, h, rsd_now_ms()) == RSD_OK);
     REQUIRE(pump(p, h, RSD_PROC_EV_STOPPED, 30000, &ev));

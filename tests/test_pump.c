@@ -180,7 +180,7 @@ static void on_proc(const pump_ev *ev, uint64_t now) {
     (void)now;
     if (ev->proc.kind != RSD_PROC_EV_EXITED) return;
     CHECK(ev->proc.exit_code != 0);
-    CHECK_EQ_INT(rsd_procs_release(g_procs, ev->proc.proc), RSD_OK);
+    CHECK_EQ_INT(rsd_procs_forget(g_procs, ev->proc.proc), RSD_OK);
     g_exited++;
 }
 static bool procs_done(void) { return g_exited == 1; }
@@ -327,7 +327,7 @@ static void test_every_object_through_one_loop(void) {
     REQUIRE(tp_temp_dir("pump-state", sdir, sizeof sdir) == 0);
     memset(&std, 0, sizeof std);
     std.dir = sdir;
-    REQUIRE(rsd_state_open(&g_lock.st, &std) == RSD_OK);
+    REQUIRE((g_lock.st = rsd_state_create(&std, NULL)) != NULL);
     memset(&g_lock.lk, 0, sizeof g_lock.lk);
     REQUIRE(rsd_state_lock_begin(g_lock.st, &g_lock.lk, "pump|key", "test", rsd_now_ms(), 0) == RSD_OK);
 
@@ -358,7 +358,7 @@ static void test_every_object_through_one_loop(void) {
         memset(&kd, 0, sizeof kd);
         kd.url = etcd.coord;
         kd.host_id = "pump";
-        REQUIRE(rsd_etcd_create(&g_etcd_co, &kd) == RSD_OK);
+        REQUIRE((g_etcd_co = rsd_etcd_create(&kd)) != NULL);
         REQUIRE(rsd_etcd_lock_begin(g_etcd_co, "pump|key", "test", rsd_now_ms(), 0) == RSD_OK);
         t[7].obj = g_etcd_co;
         n = 8;
@@ -403,7 +403,7 @@ static void test_every_object_through_one_loop(void) {
 #endif
     rsd_ensurer_destroy(g_ensurer);
     rsd_state_unlock(g_lock.st, &g_lock.lk);
-    rsd_state_close(g_lock.st);
+    rsd_state_destroy(g_lock.st);
     tp_remove_tree(sdir);
     rsd_fleet_destroy(g_fleet);
     rsd_pool_destroy(g_pool);

@@ -397,12 +397,12 @@ static void test_real_kv_ensurer_router(void) {
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 120000;
     q.model = "tiny-a";
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.kv_restored, 0);
     CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, false)), 200);
     first_n = timing("prompt_n");
     q.model = "tiny-b";
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK(res.n_evicted == 1 && !strcmp(res.evicted[0].id, "tiny-a"));
     CHECK_EQ_INT(res.kv_saved, 1);
     if ((dd = opendir(sdir)) != NULL) {
@@ -411,7 +411,7 @@ static void test_real_kv_ensurer_router(void) {
     }
     CHECK_EQ_INT(files, 1);
     q.model = "tiny-a";
-    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.kv_restored, 1);
     CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, true)), 200);
     printf("  ensurer kv_slots around a router swap: next turn prompt_n %lld cache_n %lld (first turn %lld)\n",

@@ -51,7 +51,7 @@ static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_runt
     q.model = model;
     q.runtime = rt;
     q.timeout_ms = 20000;
-    return rsd_ensurer_run(e, &q, res);
+    return rsd_ensurer_sync(e, &q, res);
 }
 
 static bool has_notice(const rsd_ensure_result *res, const char *text) {

@@ -784,8 +784,8 @@ static void test_ensure_serve_lease(void) {
     /* the second lease released step by step: a comes back */
     memset(&q, 0, sizeof q);
     q.url = s.url;
-    CHECK_EQ_INT(rsd_ensurer_release_begin(e, &q, id2, rsd_now_ms()), RSD_OK);
-    CHECK_EQ_INT(rsd_ensurer_release_begin(e, &q, id2, rsd_now_ms()), RSD_ERR_STATE); /* one at a time */
+    CHECK_EQ_INT(rsd_ensurer_lease_return_begin(e, &q, id2, rsd_now_ms()), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_begin(e, &q, id2, rsd_now_ms()), RSD_ERR_STATE); /* one at a time */
     CHECK_EQ_INT(step_to_end(e, &res), RSD_OK);
     CHECK_EQ_INT(res.restored, 1);
     CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "a") == 0 && res.evicted[0].restored);
@@ -802,15 +802,15 @@ static void test_ensure_serve_lease(void) {
     CHECK(wait_until(&s, lease_gone, p, 30000));
     CHECK(wait_new_pid(&s, "a", pid_a) > 0);
     /* the blocking release of the first: b comes back */
-    CHECK_EQ_INT(rsd_ensurer_release(e, &q, id1, &res), 1);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, &q, id1, &res), 1);
     CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "b") == 0);
     CHECK(wait_new_pid(&s, "b", pid_b) > 0);
     /* gone now; an rsd-serve lease needs its URL; a bad id */
-    CHECK_EQ_INT(rsd_ensurer_release(e, &q, id1, &res), RSD_ERR_NOT_FOUND);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, &q, id1, &res), RSD_ERR_NOT_FOUND);
     CHECK(strstr(res.message, "not released") != NULL);
-    CHECK_EQ_INT(rsd_ensurer_release(e, NULL, id1, &res), RSD_ERR_ARG);
-    CHECK_EQ_INT(rsd_ensurer_release(e, &q, "rsd-serve:x", &res), RSD_ERR_ARG);
-    CHECK_EQ_INT(rsd_ensurer_release_begin(e, &q, "12ab-34", rsd_now_ms()), RSD_ERR_STATE); /* no state dir */
+    CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, NULL, id1, &res), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, &q, "rsd-serve:x", &res), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_begin(e, &q, "12ab-34", rsd_now_ms()), RSD_ERR_STATE); /* no state dir */
     rsd_ensurer_destroy(e);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
@@ -877,7 +877,7 @@ static void test_ensure_serve_lease_not_ready(void) {
     CHECK(strstr(res.message, "not ready within") != NULL);
     CHECK(res.requests >= 2);
     snprintf(id, sizeof id, "%s", res.lease_id);
-    CHECK_EQ_INT(rsd_ensurer_release(e, &q, id, &res), 1);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, &q, id, &res), 1);
     CHECK(wait_new_pid(&s, "b", pid_b) > 0);
     if (rsdt_cur_failed) printf("  %s\n", res.message);
     rsd_ensurer_destroy(e);

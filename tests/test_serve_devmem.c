@@ -698,7 +698,7 @@ static void test_ensure_lease_device(void) {
     /* a has gone; the lease waits on the device, which still shows a's bytes */
     CHECK(wait_lease(&s, atoll(lease + 10), "device", "stopped_bytes", (int64_t)4 << 30));
     CHECK(kill((pid_t)pid_a, 0) == -1 && errno == ESRCH);
-    CHECK_EQ_INT(rsd_ensurer_release(e, &q, lease, &res), 1);
+    CHECK_EQ_INT(rsd_ensurer_lease_return_sync(e, &q, lease, &res), 1);
     CHECK(wait_new_pid(&s, "a", pid_a) > 0);
     if (rsdt_cur_failed) printf("  %s\n", res.message);
     rsd_ensurer_destroy(e);

@@ -10,7 +10,7 @@
 #include "portable.h"
 
 
-/* rsd_state_open's one block for a scratch arena of n bytes. */
+/* rsd_state_create's one block for a scratch arena of n bytes. */
 static size_t state_block(size_t n) { return rsdi_al8(sizeof(struct rsd_state)) + n; }
 
 /* A router listing of n loaded entries named m0..m<n-1>, ids padded to idlen bytes. */

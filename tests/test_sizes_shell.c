@@ -81,7 +81,7 @@ static void test_procs_block(void) {
     CHECK(about(c.asked, 4.0 * (4096 + 2048 + PROC_EACH) + PROC_FIXED));
 }
 
-/* residency_http.h, rsd_state_open: "one block of about 17 KB; nothing else allocates"
+/* residency_http.h, rsd_state_create: "one block of about 17 KB; nothing else allocates"
    (the struct and its scratch set's arena, desc.attr_arena_bytes, 8 KiB by default);
    sizeof(rsd_state_lock) about 2.5 KB, sizeof(rsd_attr_set) about 2 KB. */
 static void test_state_block(void) {
@@ -94,8 +94,8 @@ static void test_state_block(void) {
     memset(&d, 0, sizeof d);
     d.dir = dir;
     d.allocator = counting(&c);
-    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
-    rsd_state_close(st);
+    REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
+    rsd_state_destroy(st);
     CHECK_EQ_INT(c.calls, 1);
     CHECK(about(c.asked, 17e3));
     CHECK(about(sizeof(rsd_state_lock), 2.5e3));
@@ -104,8 +104,8 @@ static void test_state_block(void) {
     base = c.asked;
     d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX; /* the arena is the desc's, the rest stays */
     d.allocator = counting(&c);
-    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
-    rsd_state_close(st);
+    REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
+    rsd_state_destroy(st);
     CHECK_EQ_INT(c.calls, 1);
     CHECK_EQ_INT(c.asked - base, RSD_STATE_ATTR_ARENA_MAX - RSD_STATE_ATTR_ARENA_DEFAULT);
     tp_remove_tree(dir);
@@ -133,13 +133,13 @@ static void test_state_arena_exact(void) {
     d.dir = dir;
     d.attr_arena_bytes = NEED;
     d.allocator = counting(&c);
-    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
     CHECK_EQ_INT(c.calls, 1);
     CHECK_EQ_INT(c.asked, rsdi_al8(sizeof(struct rsd_state)) + NEED);
-    CHECK_EQ_INT(rsd_state_attr_add(st, "k", id[0], id[1], 1), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, "k", id[2], id[3], 2), RSD_OK); /* the arena full, to its last byte */
-    CHECK_EQ_INT(rsd_state_attr_add(st, "k", id[2], id[3], 3), RSD_OK); /* a refresh needs no room */
-    CHECK_EQ_INT(rsd_state_attr_add(st, "k", "x", NULL, 4), RSD_ERR_CAPACITY);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, "k", id[0], id[1], 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, "k", id[2], id[3], 2), RSD_OK); /* the arena full, to its last byte */
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, "k", id[2], id[3], 3), RSD_OK); /* a refresh needs no room */
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, "k", "x", NULL, 4), RSD_ERR_CAPACITY);
     CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
     CHECK_EQ_INT(rsd_attr_set_init(set, exact, NEED), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_load(st, "k", set), 2);
@@ -148,7 +148,7 @@ static void test_state_arena_exact(void) {
     CHECK_EQ_INT(rsd_attr_set_init(set, less, NEED - 1), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_load(st, "k", set), RSD_ERR_TOO_LARGE);
     CHECK(set->over && set->count == 0 && set->arena_used == NEED && !set->corrupt);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     free(set);
     free(exact);
     free(less);
@@ -211,6 +211,189 @@ static void test_fleet_block(void) {
     CHECK(about((double)a16 - 16.0 * (double)(c.first - a16) / 1000.0, 415e3));
 }
 
+/* Every X_footprint(desc) is the bytes X_create(desc) then asks of its allocator, to the
+   byte (TLS apart: the clients here have tls_off), for the defaults and for a desc with
+   other sizes; 0 for a desc create refuses. */
+static void test_footprints(void) {
+    char dir[256];
+    counted c;
+    size_t fp;
+    {
+        rsd_pool_desc d;
+        rsd_pool *p;
+        memset(&d, 0, sizeof d);
+        CHECK((fp = rsd_pool_footprint(NULL)) > 0 && fp == rsd_pool_footprint(&d));
+        d.allocator = counting(&c);
+        REQUIRE((p = rsd_pool_create(&d)) != NULL);
+        rsd_pool_destroy(p);
+        CHECK_EQ_INT(c.asked, fp);
+        d.max_requests = 1000;
+        d.event_log = 77;
+        fp = rsd_pool_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((p = rsd_pool_create(&d)) != NULL);
+        rsd_pool_destroy(p);
+        CHECK_EQ_INT(c.asked, fp);
+        d.max_requests = RSD_POOL_MAX_REQUESTS + 1;
+        CHECK_EQ_INT(rsd_pool_footprint(&d), 0);
+    }
+    {
+        rsd_procs_desc d;
+        rsd_procs *p;
+        memset(&d, 0, sizeof d);
+        CHECK((fp = rsd_procs_footprint(NULL)) > 0 && fp == rsd_procs_footprint(&d));
+        d.allocator = counting(&c);
+        REQUIRE((p = rsd_procs_create(&d)) != NULL);
+        rsd_procs_destroy(p);
+        CHECK_EQ_INT(c.asked, fp);
+        d.max_procs = 3;
+        d.ring_bytes = 5000;
+        d.arg_bytes = 1000;
+        fp = rsd_procs_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((p = rsd_procs_create(&d)) != NULL);
+        rsd_procs_destroy(p);
+        CHECK_EQ_INT(c.asked, fp);
+        d.max_procs = RSD_PROCS_MAX + 1;
+        CHECK_EQ_INT(rsd_procs_footprint(&d), 0);
+    }
+    {
+        rsd_http_client_desc d;
+        rsd_http_client *h;
+        memset(&d, 0, sizeof d);
+        d.tls_off = true;
+        fp = rsd_http_client_footprint(&d);
+        CHECK(fp > 0 && fp == rsd_http_client_footprint(NULL));
+        d.allocator = counting(&c);
+        REQUIRE((h = rsd_http_client_create(&d)) != NULL);
+        rsd_http_client_destroy(h);
+        CHECK_EQ_INT(c.asked, fp);
+        d.max_requests = 3;
+        d.max_conns = 2;
+        d.max_body_bytes = 100000;
+        fp = rsd_http_client_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((h = rsd_http_client_create(&d)) != NULL);
+        rsd_http_client_destroy(h);
+        CHECK_EQ_INT(c.asked, fp);
+        d.tls_off = false; /* with TLS built in, its state comes on top */
+        d.allocator = counting(&c);
+        REQUIRE((h = rsd_http_client_create(&d)) != NULL);
+        rsd_http_client_destroy(h);
+#if defined(RSD_HTTP_MBEDTLS)
+        CHECK(c.asked > fp);
+#else
+        CHECK_EQ_INT(c.asked, fp);
+#endif
+        d.max_header_bytes = 10;
+        CHECK_EQ_INT(rsd_http_client_footprint(&d), 0);
+    }
+    {
+        rsd_http_server_desc d;
+        rsd_http_server *h;
+        memset(&d, 0, sizeof d);
+        CHECK((fp = rsd_http_server_footprint(&d)) > 0 && fp == rsd_http_server_footprint(NULL));
+        d.allocator = counting(&c);
+        REQUIRE((h = rsd_http_server_create(&d)) != NULL);
+        rsd_http_server_destroy(h);
+        CHECK_EQ_INT(c.asked, fp);
+        CHECK_EQ_INT(c.calls, 3);
+        d.max_conns = 5;
+        d.max_body_bytes = 12345;
+        fp = rsd_http_server_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((h = rsd_http_server_create(&d)) != NULL);
+        rsd_http_server_destroy(h);
+        CHECK_EQ_INT(c.asked, fp);
+        d.bind_host = "not-an-address";
+        CHECK_EQ_INT(rsd_http_server_footprint(&d), 0);
+    }
+    {
+        rsd_fleet_desc d;
+        rsd_fleet *f;
+        memset(&d, 0, sizeof d);
+        CHECK((fp = rsd_fleet_footprint(&d)) > 0 && fp == rsd_fleet_footprint(NULL));
+        d.allocator = counting(&c);
+        REQUIRE((f = rsd_fleet_create(&d)) != NULL);
+        rsd_fleet_destroy(f);
+        CHECK_EQ_INT(c.asked, fp);
+        d.pool.max_requests = 500;
+        d.procs.max_procs = 4;
+        fp = rsd_fleet_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((f = rsd_fleet_create(&d)) != NULL);
+        rsd_fleet_destroy(f);
+        CHECK_EQ_INT(c.asked, fp);
+        d.pool.max_requests = RSD_POOL_MAX_REQUESTS + 1;
+        CHECK_EQ_INT(rsd_fleet_footprint(&d), 0);
+    }
+    {
+        rsd_state_desc d;
+        rsd_state *st;
+        int err = 1;
+        REQUIRE(tp_temp_dir("sizes", dir, sizeof dir) == 0);
+        memset(&d, 0, sizeof d);
+        d.dir = dir;
+        fp = rsd_state_footprint(&d);
+        CHECK(fp > 0 && fp == rsd_state_footprint(NULL));
+        d.allocator = counting(&c);
+        REQUIRE((st = rsd_state_create(&d, &err)) != NULL);
+        CHECK_EQ_INT(err, RSD_OK);
+        rsd_state_destroy(st);
+        CHECK_EQ_INT(c.asked, fp);
+        d.attr_arena_bytes = 100000;
+        fp = rsd_state_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
+        rsd_state_destroy(st);
+        CHECK_EQ_INT(c.asked, fp);
+        d.allocator.free_fn = NULL;
+        CHECK_EQ_INT(rsd_state_footprint(&d), 0);
+        tp_remove_tree(dir);
+    }
+#ifndef RSD_NO_ETCD
+    {
+        rsd_etcd_desc d;
+        rsd_etcd *co;
+        memset(&d, 0, sizeof d);
+        CHECK_EQ_INT(rsd_etcd_footprint(NULL), 0); /* the url is required */
+        CHECK_EQ_INT(rsd_etcd_footprint(&d), 0);
+        d.url = "etcd://127.0.0.1:2379/p";
+        d.http.tls_off = true;
+        fp = rsd_etcd_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((co = rsd_etcd_create(&d)) != NULL);
+        rsd_etcd_destroy(co);
+        CHECK_EQ_INT(c.asked, fp);
+        d.attr_arena_bytes = 50000;
+        fp = rsd_etcd_footprint(&d);
+        d.allocator = counting(&c);
+        REQUIRE((co = rsd_etcd_create(&d)) != NULL);
+        rsd_etcd_destroy(co);
+        CHECK_EQ_INT(c.asked, fp);
+        d.url = "redis://127.0.0.1:2379"; /* not an etcd URL */
+        CHECK_EQ_INT(rsd_etcd_footprint(&d), 0);
+        CHECK(rsd_etcd_create(&d) == NULL);
+    }
+#endif
+#ifndef RSD_NO_DEVMEM
+    {
+        rsd_devmem_desc d;
+        rsd_devmem *dm;
+        memset(&d, 0, sizeof d);
+        d.nvml_path = ""; /* no NVML: the probe's own block only */
+        d.ignore_env = true;
+        CHECK((fp = rsd_devmem_footprint(&d)) > 0);
+        d.allocator = counting(&c);
+        REQUIRE((dm = rsd_devmem_create(&d)) != NULL);
+        rsd_devmem_destroy(dm);
+        CHECK_EQ_INT(c.asked, fp);
+        d.allocator.alloc_fn = NULL;
+        CHECK_EQ_INT(rsd_devmem_footprint(&d), 0);
+    }
+#endif
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     if (sizeof(void *) != 8) printf("skip: the manual's memory figures are x86-64's; here only the block counts are checked\n");
@@ -220,5 +403,6 @@ int main(int argc, char **argv) {
     RUN(test_state_arena_exact);
     RUN(test_client_blocks);
     RUN(test_fleet_block);
+    RUN(test_footprints);
     return RSD_TEST_END();
 }

@@ -109,7 +109,7 @@ static rsd_state *open_state(const char *dir, logcap *lc, uint32_t wait_ms, bool
     d.logger.user = lc;
     d.lock_wait_ms = wait_ms;
     d.lock_fail_closed = fail_closed;
-    if (rsd_state_open(&st, &d) != RSD_OK) return NULL;
+    if ((st = rsd_state_create(&d, NULL)) == NULL) return NULL;
     return st;
 }
 
@@ -202,6 +202,7 @@ static void test_open_unresolved(void) {
     fake_env env;
     logcap lc;
     rsd_state *st = (rsd_state *)&lc;
+    int err = RSD_OK;
     memset(&d, 0, sizeof d);
     memset(&env, 0, sizeof env);
     memset(&lc, 0, sizeof lc);
@@ -209,7 +210,8 @@ static void test_open_unresolved(void) {
     d.getenv_user = &env;
     d.logger.fn = log_fn;
     d.logger.user = &lc;
-    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_STATE_DIR);
+    st = rsd_state_create(&d, &err);
+    CHECK_EQ_INT(err, RSD_ERR_STATE_DIR);
     CHECK(st == NULL);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNRESOLVED], 1);
 }
@@ -233,7 +235,7 @@ static void test_dir_created_0700(void) {
     env.values[0] = dir;
     d.getenv_fn = fake_getenv;
     d.getenv_user = &env;
-    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
     CHECK_EQ_STR(rsd_state_dir(st), dir);
     for (i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s%s", tmp, parts[i]);
@@ -242,11 +244,11 @@ static void test_dir_created_0700(void) {
         CHECK_EQ_INT(sb.st_mode & 0777, 0700);
 #endif
     }
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     /* opening again over the existing tree is fine */
     st = open_state(dir, &lc, 0, false);
     CHECK(st != NULL);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     CHECK_EQ_INT(lc.total, 0);
     rm_rf(tmp);
 }
@@ -268,7 +270,7 @@ static void test_dir_unsafe(void) {
     REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0770) == 0);
     st = open_state(dir, &lc, 0, false);
     CHECK(st != NULL);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
     /* owned by someone else: refused (only testable as root, which can chown) */
     if (geteuid() == 0) {
@@ -288,7 +290,7 @@ static void test_dir_unsafe(void) {
     REQUIRE(mkdir(target, 0700) == 0 && symlink(target, dir) == 0);
     st = open_state(dir, &lc, 0, false);
     CHECK(st != NULL);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     /* but locks/ or attr/ being a symlink is refused (someone could redirect our writes) */
     snprintf(dir, sizeof dir, "%s/s2", tmp);
     REQUIRE(mkdir(dir, 0700) == 0);
@@ -307,6 +309,7 @@ static void test_open_allocator(void) {
     logcap lc;
     rsd_state_desc d;
     rsd_state *st = NULL;
+    int err = RSD_OK;
     memset(&lc, 0, sizeof lc);
     memset(&d, 0, sizeof d);
     REQUIRE(make_tmp(tmp, sizeof tmp));
@@ -315,18 +318,20 @@ static void test_open_allocator(void) {
     d.logger.user = &lc;
     d.allocator = counting(&ca);
     d.allocator.free_fn = NULL;
-    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_ARG); /* half an allocator */
+    st = rsd_state_create(&d, &err);
+    CHECK_EQ_INT(err, RSD_ERR_ARG); /* half an allocator */
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOCATOR_HALF], 1);
     d.allocator.free_fn = counted_free;
     ca.fail_all = true;
-    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_NOMEM);
+    st = rsd_state_create(&d, &err);
+    CHECK_EQ_INT(err, RSD_ERR_NOMEM);
     CHECK(st == NULL);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOC_FAILED], 1);
     ca.fail_all = false;
-    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY_ALLOC, "m", NULL, 1), RSD_OK); /* no allocation */
-    rsd_state_close(st);
-    rsd_state_close(NULL);
+    REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY_ALLOC, "m", NULL, 1), RSD_OK); /* no allocation */
+    rsd_state_destroy(st);
+    rsd_state_destroy(NULL);
     CHECK_EQ_INT(ca.allocs, 1);
     CHECK_EQ_INT(ca.frees, 1);
     rm_rf(tmp);
@@ -432,7 +437,7 @@ static void test_lock_take_release(void) {
     }
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, "", "bad key"), RSD_ERR_ARG);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_KEY_INVALID], 1);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -465,7 +470,7 @@ static void test_lock_holder_exit_releases(void) {
     rsd_state_unlock(st, &lk);
     close(up);
     close(down);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 #endif
@@ -492,7 +497,7 @@ static void test_lock_blocking_wait(void) {
         close(up[0]);
         if (rsd_state_lock_try(st, &c, KEY, "child") != RSD_PENDING) _exit(4);
         wr(up[1], 'W'); /* seen busy; now wait for it (fail-closed, 60 s budget) */
-        r = rsd_state_lock_wait(st, &c, KEY, "child", 60000);
+        r = rsd_state_lock_sync(st, &c, KEY, "child", 60000);
         wr(up[1], r == RSD_OK && rsd_state_lock_held(&c) ? 'O' : 'F');
         rsd_state_unlock(st, &c);
         _exit(0);
@@ -504,7 +509,7 @@ static void test_lock_blocking_wait(void) {
     CHECK_EQ_INT(rd(up[0]), 'O');
     CHECK_EQ_INT(reap(pid), 0);
     close(up[0]);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 #endif
@@ -574,8 +579,8 @@ static void test_lock_deadline_fake_clock(void) {
     rsd_state_unlock(st2, &lk2);
     close(up);
     close(down);
-    rsd_state_close(st);
-    rsd_state_close(st2);
+    rsd_state_destroy(st);
+    rsd_state_destroy(st2);
     rm_rf(tmp);
 }
 #endif
@@ -611,8 +616,8 @@ static void test_lock_open_error_policy(void) {
     CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk, KEY, "x", UINT64_MAX - 3, 0), RSD_OK);
     CHECK(lk.deadline_ms == UINT64_MAX);
     rsd_state_unlock(st2, &lk);
-    rsd_state_close(st);
-    rsd_state_close(st2);
+    rsd_state_destroy(st);
+    rsd_state_destroy(st2);
     rm_rf(tmp);
 }
 
@@ -642,6 +647,7 @@ static void test_lock_hook(void) {
     hook_rec h;
     rsd_state_desc d;
     rsd_state *st = NULL;
+    int err = RSD_OK;
     rsd_state_lock lk;
     rsd_lock_owner o;
     int r;
@@ -657,9 +663,10 @@ static void test_lock_hook(void) {
     d.lock_hook.try_lock = hook_try;
     d.lock_hook.unlock = NULL;
     d.lock_hook.user = &h;
-    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_ARG); /* both or neither */
+    st = rsd_state_create(&d, &err);
+    CHECK_EQ_INT(err, RSD_ERR_ARG); /* both or neither */
     d.lock_hook.unlock = hook_unlock;
-    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
     h.busy_left = 2;
     CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "hooked", now, 0), RSD_OK);
     while ((r = lock_step(st, &lk, now)) == RSD_PENDING) now = lk.wake_ms;
@@ -690,7 +697,7 @@ static void test_lock_hook(void) {
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "t"), RSD_OK);
     rsd_state_unlock(st, &lk);
     CHECK_EQ_INT(h.unlocks, 2);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -729,10 +736,10 @@ static void test_attr_roundtrip(void) {
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0); /* no file yet */
     CHECK(!set.corrupt);
     for (i = 0; i < N_HOSTILE; i++)
-        CHECK_EQ_INT(rsd_state_attr_add(st, KEY, HOSTILE_IDS[i], NULL, 1000 + i), RSD_OK);
+        CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, HOSTILE_IDS[i], NULL, 1000 + i), RSD_OK);
     /* LM Studio owned instances: (model key, instance id) */
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "qwen3-27b", "qwen3-27b:2", 77), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "qwen3-27b", "inst\twith\ntabs", 78), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "qwen3-27b", "qwen3-27b:2", 77), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "qwen3-27b", "inst\twith\ntabs", 78), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), (int)N_HOSTILE + 2);
     for (i = 0; i < N_HOSTILE; i++) {
         at = rsd_attr_set_find(&set, HOSTILE_IDS[i], "");
@@ -746,7 +753,7 @@ static void test_attr_roundtrip(void) {
     CHECK(rsd_attr_set_find(&set, "qwen3-27b", NULL) == (int)N_HOSTILE);
     CHECK_EQ_INT(rsd_attr_set_find(&set, "qwen3-27b", ""), RSD_ERR_NOT_FOUND);
     /* re-adding refreshes in place */
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "tab\there", "", 5), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "tab\there", "", 5), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), (int)N_HOSTILE + 2);
     CHECK_EQ_INT(set.items[1].loaded_at_ms, 5);
     /* the file is one line per entry: escaped ids never break a line */
@@ -761,11 +768,11 @@ static void test_attr_roundtrip(void) {
         CHECK_EQ_INT(lines, (int)N_HOSTILE + 2 + 2);
     }
     /* removal */
-    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "qwen3-27b", "qwen3-27b:2"), 1);
-    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "qwen3-27b", "qwen3-27b:2"), 0);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "qwen3-27b", "", 1), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "qwen3-27b", NULL), 2); /* mark + instance */
-    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "line\nbreak", ""), 1);
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(st, KEY, "qwen3-27b", "qwen3-27b:2"), 1);
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(st, KEY, "qwen3-27b", "qwen3-27b:2"), 0);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "qwen3-27b", "", 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(st, KEY, "qwen3-27b", NULL), 2); /* mark + instance */
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(st, KEY, "line\nbreak", ""), 1);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), (int)N_HOSTILE - 1);
     CHECK_EQ_INT(rsd_attr_set_find(&set, "line\nbreak", NULL), RSD_ERR_NOT_FOUND);
     /* other targets are separate files */
@@ -773,13 +780,13 @@ static void test_attr_roundtrip(void) {
     /* bad arguments */
     memset(longid, 'm', sizeof longid);
     longid[RSD_STATE_MAX_ID_BYTES + 1] = '\0';
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, longid, NULL, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, longid, NULL, 0), RSD_ERR_ARG);
     longid[RSD_STATE_MAX_ID_BYTES] = '\0';
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, longid, longid, 0), RSD_OK); /* exactly the limit */
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "", NULL, 0), RSD_ERR_ARG);
-    CHECK_EQ_INT(rsd_state_attr_add(st, "", "m", NULL, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, longid, longid, 0), RSD_OK); /* exactly the limit */
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "", NULL, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, "", "m", NULL, 0), RSD_ERR_ARG);
     CHECK_EQ_INT(lc.total, 0);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -794,21 +801,21 @@ static void test_attr_fsync_optin(void) {
     REQUIRE(make_tmp(tmp, sizeof tmp));
     memset(&d, 0, sizeof d);
     d.dir = tmp;
-    REQUIRE(rsd_state_open(&a, &d) == RSD_OK);
+    REQUIRE((a = rsd_state_create(&d, NULL)) != NULL);
     d.attr_fsync = true;
-    REQUIRE(rsd_state_open(&b, &d) == RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(a, KEY, "plain", NULL, 1), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(b, KEY, "synced", NULL, 2), RSD_OK);
+    REQUIRE((b = rsd_state_create(&d, NULL)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(a, KEY, "plain", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(b, KEY, "synced", NULL, 2), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_load(a, KEY, &set), 2);
     CHECK(rsd_attr_set_find(&set, "plain", NULL) == 0 && rsd_attr_set_find(&set, "synced", NULL) == 1);
-    CHECK_EQ_INT(rsd_state_attr_remove(b, KEY, "plain", NULL), 1);
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(b, KEY, "plain", NULL), 1);
     CHECK_EQ_INT(rsd_state_attr_load(b, KEY, &set), 1);
     attr_path(tmp, KEY, p, sizeof p);
     snprintf(t, sizeof t, "%s.tmp", p);
     CHECK(access(p, F_OK) == 0);
     CHECK(access(t, F_OK) != 0);
-    rsd_state_close(a);
-    rsd_state_close(b);
+    rsd_state_destroy(a);
+    rsd_state_destroy(b);
     rm_rf(tmp);
 }
 
@@ -824,13 +831,13 @@ static void test_attr_capacity(void) {
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
     for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
         snprintf(id, sizeof id, "m%d", i);
-        CHECK_EQ_INT(rsd_state_attr_add(st, KEY, id, NULL, (uint64_t)i), RSD_OK);
+        CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, id, NULL, (uint64_t)i), RSD_OK);
     }
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "one-too-many", NULL, 0), RSD_ERR_CAPACITY);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "one-too-many", NULL, 0), RSD_ERR_CAPACITY);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_FULL], 1);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m3", NULL, 9), RSD_OK); /* refresh still fits */
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "m3", NULL, 9), RSD_OK); /* refresh still fits */
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), RSD_STATE_MAX_ATTR);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -868,8 +875,8 @@ static void test_attr_corrupt(void) {
     }
     /* a valid file, then every truncated prefix of it: all read as empty + corrupt */
     unlink(p);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "a\tb", NULL, 1), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "c", "inst", 2), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "a\tb", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "c", "inst", 2), RSD_OK);
     f = fopen(p, "rb");
     REQUIRE(f);
     n = fread(img, 1, sizeof img, f);
@@ -884,7 +891,7 @@ static void test_attr_corrupt(void) {
     CHECK(!set.corrupt);
     /* an add over a corrupt file starts from empty and repairs it */
     write_file(p, "\0\0\0junk", 7);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "fresh", NULL, 3), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "fresh", NULL, 3), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 1);
     CHECK_EQ_STR(set.items[0].model, "fresh");
     /* oversize file */
@@ -909,9 +916,9 @@ static void test_attr_corrupt(void) {
 #endif
     REQUIRE(tp_mkdir(p) == 0);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), RSD_ERR_STATE_IO);
-    CHECK(rsd_state_attr_add(st, KEY, "x", NULL, 0) < 0);
+    CHECK(rsd_state_attr_add_sync(st, KEY, "x", NULL, 0) < 0);
     rmdir(p);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -957,7 +964,7 @@ static void test_attr_lock_step_and_commit(void) {
     rsd_state_unlock(st, &b);
     /* the holder commits: two adds and a remove, one generation bump */
     rsd_state_unlock(st, &a);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "old", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "old", NULL, 1), RSD_OK);
     memset(&a, 0, sizeof a);
     CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &a, KEY, 2000, 0), RSD_OK);
     CHECK_EQ_INT(lock_step(st, &a, 2000), RSD_OK);
@@ -972,7 +979,7 @@ static void test_attr_lock_step_and_commit(void) {
     CHECK(rsd_attr_set_find(&set, "old", NULL) < 0);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 1);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -990,7 +997,7 @@ static void test_attr_commit_write_fails(void) {
     memset(&lc, 0, sizeof lc);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "before", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "before", NULL, 1), RSD_OK);
     fflush(stdout);
     pid = fork();
     REQUIRE(pid >= 0);
@@ -1021,7 +1028,7 @@ static void test_attr_commit_write_fails(void) {
     attr_path(tmp, KEY, p, sizeof p);
     strcat(p, ".tmp");
     CHECK(access(p, F_OK) != 0);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 #endif
@@ -1061,7 +1068,7 @@ static void test_attr_corrupt_reset_once(void) {
     CHECK(set.corrupt && set.reset);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
     CHECK(!set.corrupt);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -1085,7 +1092,7 @@ static void test_attr_concurrent(void) {
             (void)rd(go[0]); /* barrier: EOF when the parent closes its end */
             for (j = 0; j < CONC_EACH; j++) {
                 snprintf(id, sizeof id, "proc%d\tmodel%d", i, j);
-                if (rsd_state_attr_add(st, KEY, id, NULL, (uint64_t)j) != RSD_OK) _exit(5);
+                if (rsd_state_attr_add_sync(st, KEY, id, NULL, (uint64_t)j) != RSD_OK) _exit(5);
             }
             _exit(0);
         }
@@ -1101,7 +1108,7 @@ static void test_attr_concurrent(void) {
             if (rsd_attr_set_find(&set, id, "") < 0) missing++;
         }
     CHECK_EQ_INT(missing, 0);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 #endif
@@ -1119,9 +1126,9 @@ static void test_generation(void) {
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 0);
-    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_bump_sync(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 1);
-    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_bump_sync(st, KEY, NULL), RSD_OK);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 2);
     CHECK_EQ_INT(rsd_state_gen_read(st, "http://127.0.0.1:1", &g), RSD_OK);
@@ -1135,7 +1142,7 @@ static void test_generation(void) {
             close(go[1]);
             (void)rd(go[0]);
             for (j = 0; j < 10; j++)
-                if (rsd_state_gen_bump(st, KEY, NULL) != RSD_OK) _exit(6);
+                if (rsd_state_gen_bump_sync(st, KEY, NULL) != RSD_OK) _exit(6);
             _exit(0);
         }
         REQUIRE(pids[i] > 0);
@@ -1155,13 +1162,13 @@ static void test_generation(void) {
         rsd_state *st2 = open_state(tmp, &lc, 0, false);
         REQUIRE(st2 != NULL);
         CHECK_EQ_INT(rsd_state_gen_read(st2, KEY, &g), RSD_ERR_STATE_IO);
-        rsd_state_close(st2);
+        rsd_state_destroy(st2);
     }
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 1);
-    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_bump_sync(st, KEY, &g), RSD_OK);
     CHECK(g > 1600000000000ull);
     CHECK_EQ_INT(rsd_state_gen_read(st, "", &g), RSD_ERR_ARG);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 #endif
@@ -1182,7 +1189,7 @@ static void test_generation_counter(void) {
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
     snprintf(p, sizeof p, "%s/attr/gen.seq", tmp);
     CHECK(access(p, F_OK) == 0);
-    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_bump_sync(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 1);
     for (round = 0; round < 3; round++) {
@@ -1191,7 +1198,7 @@ static void test_generation_counter(void) {
         if (pid == 0) {
             rsd_state *o = open_state(tmp, NULL, 0, false);
             uint64_t x = 0;
-            _exit(o && rsd_state_gen_bump(o, KEY, &x) == RSD_OK && x == (uint64_t)round + 2 ? 0 : 7);
+            _exit(o && rsd_state_gen_bump_sync(o, KEY, &x) == RSD_OK && x == (uint64_t)round + 2 ? 0 : 7);
         }
         REQUIRE(pid > 0);
         CHECK_EQ_INT(reap(pid), 0);
@@ -1201,7 +1208,7 @@ static void test_generation_counter(void) {
         CHECK_EQ_INT(g, round + 2);
     }
     /* a bump on another key moves the counter too: this key is read again, unchanged */
-    CHECK_EQ_INT(rsd_state_gen_bump(st, "http://127.0.0.1:1", NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_bump_sync(st, "http://127.0.0.1:1", NULL), RSD_OK);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 4);
     /* what a hand edit changed is seen once the counter moves */
@@ -1210,10 +1217,10 @@ static void test_generation_counter(void) {
     write_file(p, "40\n", 3);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 4);
-    CHECK_EQ_INT(rsd_state_gen_bump(st, "http://127.0.0.1:1", NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_bump_sync(st, "http://127.0.0.1:1", NULL), RSD_OK);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 40);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 #endif
@@ -1250,22 +1257,22 @@ static void test_no_fd_leak(void) {
     CHECK_EQ_INT(lock_step(st, &lk2, 0), RSD_PENDING);
     rsd_state_unlock(st, &lk2);
     rsd_state_unlock(st, &lk);
-    CHECK_EQ_INT(rsd_state_lock_wait(st, &lk, KEY, "c", 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_sync(st, &lk, KEY, "c", 0), RSD_OK);
     rsd_state_unlock(st, &lk);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m", NULL, 1), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m", "i", 1), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "m", NULL), 2);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "m", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "m", "i", 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(st, KEY, "m", NULL), 2);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
     attr_path(tmp, KEY, p, sizeof p);
     write_file(p, "broken", 6);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
-    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "m", NULL), 0);
-    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(st, KEY, "m", NULL), 0);
+    CHECK_EQ_INT(rsd_state_gen_bump_sync(st, KEY, NULL), RSD_OK);
     {
         uint64_t g;
         CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     }
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     CHECK_EQ_INT(count_fds(), before);
     rm_rf(tmp);
 }
@@ -1362,7 +1369,7 @@ static void test_attr_over_the_arena_is_reported_and_kept(void) {
     memset(&d, 0, sizeof d);
     d.dir = tmp;
     d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
-    REQUIRE(rsd_state_open(&big, &d) == RSD_OK);
+    REQUIRE((big = rsd_state_create(&d, NULL)) != NULL);
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL); /* the default arena */
     memset(model, 'm', RSD_STATE_MAX_ID_BYTES);
     memset(inst, 'i', RSD_STATE_MAX_ID_BYTES);
@@ -1370,7 +1377,7 @@ static void test_attr_over_the_arena_is_reported_and_kept(void) {
     for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
         model[0] = inst[0] = (char)('A' + i % 26);
         model[1] = inst[1] = (char)('a' + i / 26);
-        CHECK_EQ_INT(rsd_state_attr_add(big, KEY, model, inst, 1000 + (uint64_t)i), RSD_OK);
+        CHECK_EQ_INT(rsd_state_attr_add_sync(big, KEY, model, inst, 1000 + (uint64_t)i), RSD_OK);
     }
     CHECK_EQ_INT(rsd_state_attr_load(big, KEY, &set), RSD_STATE_MAX_ATTR);
     CHECK_EQ_INT(set.arena_used, RSD_STATE_ATTR_ARENA_MAX);
@@ -1393,9 +1400,9 @@ static void test_attr_over_the_arena_is_reported_and_kept(void) {
     CHECK(lc.items[RSD_LOGITEM_ATTR_READ_FAILED] >= 1);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 0);
     /* an update through the state's own (default) scratch set writes nothing */
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "new", NULL, 1), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "new", NULL, 1), RSD_ERR_TOO_LARGE);
     CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
-    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, set.items[0].model, NULL), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_state_attr_remove_sync(st, KEY, set.items[0].model, NULL), RSD_ERR_TOO_LARGE);
     memset(&lk, 0, sizeof lk);
     REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && lock_step(st, &lk, 0) == RSD_OK);
     ch.model = "new";
@@ -1412,13 +1419,13 @@ static void test_attr_over_the_arena_is_reported_and_kept(void) {
     for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
         model[0] = (char)('A' + i % 26);
         model[1] = (char)('a' + i / 26);
-        CHECK_EQ_INT(rsd_state_used_touch(big, KEY, model, 1000 + (uint64_t)i, true), RSD_OK);
+        CHECK_EQ_INT(rsd_state_used_touch_sync(big, KEY, model, 1000 + (uint64_t)i), RSD_OK);
     }
     CHECK_EQ_INT(rsd_state_used_load(big, KEY, &set), RSD_STATE_MAX_ATTR);
     p[strlen(p) - 5] = '\0';
     strcat(p, ".used");
     n0 = slurp(p, before, sizeof before);
-    CHECK_EQ_INT(rsd_state_used_touch(st, KEY, "x", 99999, true), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_state_used_touch_sync(st, KEY, "x", 99999), RSD_ERR_TOO_LARGE);
     CHECK_EQ_INT(rsd_state_used_load(st, KEY, &small), RSD_ERR_TOO_LARGE);
     n1 = slurp(p, after, sizeof after);
     CHECK(n0 > 0 && n1 == n0 && memcmp(before, after, (size_t)n0) == 0);
@@ -1426,8 +1433,8 @@ static void test_attr_over_the_arena_is_reported_and_kept(void) {
     write_file(p, before, (size_t)n0 - 3);
     CHECK_EQ_INT(rsd_state_used_load(st, KEY, &small), 0);
     CHECK(small.corrupt && !small.over);
-    rsd_state_close(st);
-    rsd_state_close(big);
+    rsd_state_destroy(st);
+    rsd_state_destroy(big);
     rm_rf(tmp);
 }
 
@@ -1449,10 +1456,10 @@ static void test_attr_arena_compacts_within_an_update(void) {
     memset(&d, 0, sizeof d);
     d.dir = tmp;
     d.attr_arena_bytes = 400; /* two 199-byte models exactly */
-    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, a, NULL, 1), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, b, NULL, 2), RSD_OK);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, c, NULL, 3), RSD_ERR_CAPACITY);
+    REQUIRE((st = rsd_state_create(&d, NULL)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, a, NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, b, NULL, 2), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, c, NULL, 3), RSD_ERR_CAPACITY);
     memset(&lk, 0, sizeof lk);
     REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && lock_step(st, &lk, 0) == RSD_OK);
     ch[0].model = a;
@@ -1467,7 +1474,7 @@ static void test_attr_arena_compacts_within_an_update(void) {
     CHECK(rsd_attr_set_find(&set, b, "") == 0 && rsd_attr_set_find(&set, c, "") == 1);
     CHECK(rsd_attr_set_find(&set, a, NULL) < 0);
     CHECK_EQ_INT(set.items[1].loaded_at_ms, 4);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -1480,7 +1487,7 @@ static void test_attr_set_needs_init(void) {
     memset(&lc, 0, sizeof lc);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
-    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add_sync(st, KEY, "m", NULL, 1), RSD_OK);
     memset(&zeroed, 0, sizeof zeroed);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &zeroed), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_state_used_load(st, KEY, &zeroed), RSD_ERR_ARG);
@@ -1501,7 +1508,7 @@ static void test_attr_set_needs_init(void) {
     CHECK(zeroed.over && zeroed.count == 0 && zeroed.arena_used == 2);
     CHECK_EQ_INT(rsd_attr_set_copy(&dst, &zeroed), RSD_ERR_TOO_LARGE); /* a copy of one that did not fit */
     CHECK(dst.over && dst.count == 0 && dst.arena_used == 2);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 
@@ -1580,7 +1587,7 @@ static void test_chunked_read_matches_whole_parse(void) {
     check_chunked_read(st, path, "residency-attr", 14);
     check_chunked_read(st, path, "", 0);
     check_chunked_read(st, path, "residency-attr 2\nend 0\n", 23);
-    rsd_state_close(st);
+    rsd_state_destroy(st);
     rm_rf(tmp);
 }
 

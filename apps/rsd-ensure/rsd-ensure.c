@@ -10,7 +10,7 @@
    says how the program works.
 
    It drives the non-blocking API (rsd_ensurer_begin / rsd_ensurer_step / poll) so it
-   can print notices as they arrive; rsd_ensurer_run() would do the same loop silently.
+   can print notices as they arrive; rsd_ensurer_sync() would do the same loop silently.
    While a load runs it prints "loading 'x' ..." and, when it ends, the time it took;
    while it waits on a load someone else started (the model is listed as loading) it
    prints "waiting for 'x' (being loaded by someone else) ..." (each stage a llama.cpp
@@ -192,10 +192,10 @@ static const char *human_bytes(uint64_t b, char *buf, size_t cap) {
     return buf;
 }
 
-/* --release ID: rsd_ensurer_release, one line per model back. */
+/* --release ID: rsd_ensurer_lease_return_sync, one line per model back. */
 static int release_cmd(rsd_ensurer *e, const rsd_ensure_req *q, const char *id, bool quiet) {
     rsd_ensure_result res;
-    int n = rsd_ensurer_release(e, q, id, &res);
+    int n = rsd_ensurer_lease_return_sync(e, q, id, &res);
     if (n >= 0 && strncmp(id, "rsd-serve:", 10) == 0) {
         if (!quiet) printf("%s\n", term(res.message));
         return EX_RESIDENT;
@@ -391,7 +391,7 @@ static int list_cmd(rsd_ensurer *e, const char *url, const char *token, rsd_runt
     q.runtime = runtime;
     q.observe = true;
     q.bearer = token;
-    (void)rsd_ensurer_run(e, &q, &res);
+    (void)rsd_ensurer_sync(e, &q, &res);
     if (res.outcome == RSD_OUTCOME_DEGRADED) {
         code = exit_code_of(&res);
         print_degraded(&res, code);
@@ -595,7 +595,7 @@ int main(int argc, char **argv) {
     q.url = url;
     q.model = model;
     q.bearer = token && *token ? token : NULL;
-    (void)rsd_ensurer_resolve(e, url);
+    (void)rsd_ensurer_resolve_sync(e, url);
     rc = rsd_ensurer_begin(e, &q, rsd_now_ms());
     if (rc == RSD_ERR_ARG || rc == RSD_ERR_URL || rc == RSD_ERR_MODEL_ID) {
         rsd_ensurer_query(e, &res);

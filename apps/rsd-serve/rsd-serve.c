@@ -2563,7 +2563,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease_h l, bool rel
     int i, n;
     memset(&li, 0, sizeof li);
     if (rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK ||
-        (released && rsd_pool_lease_release(rsd_fleet_pool(s->fleet), l, now) != RSD_OK)) {
+        (released && rsd_pool_lease_return(rsd_fleet_pool(s->fleet), l, now) != RSD_OK)) {
         respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
         return;
     }
