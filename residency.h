@@ -2068,6 +2068,18 @@
    LIMITS
        See the enum of RSD_* constants below; every cap is named there.
 
+   INTERNALS THE SHELL SHARES
+       residency_http.h calls the core's public API and only these internal
+       functions (rsdi_, static; tests/manual.sh checks the list):
+         util  rsdi_al8 rsdi_allocator_check rsdi_malloc rsdi_free rsdi_size_add
+               rsdi_size_mul rsdi_cpy rsdi_ieq_c rsdi_ascii_lower rsdi_handle_make
+               rsdi_handle_idx rsdi_handle_gen rsdi_handle_next_gen
+         log   rsdi_log rsdi_logf
+         text  rsdi_no_ctl rsdi_sb_init rsdi_sb_c rsdi_sb_end rsdi_sb_redact
+               rsdi_text_scrub rsdi_url_redact
+         json  rsdi_json_hexval
+         reconcile  rsdi_cache_lookup_norm rsdi_rc_evicted_rows
+
    CHANGELOG
        CHANGELOG.md, beside this file in the repository.
 */

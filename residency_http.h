@@ -646,426 +646,6 @@
        in create; send, step, respond and the streams never allocate (a
        steady-state keep-alive request is 0 allocations: tests count it).
 
-   ---- ensure: run reconciles over real sockets (rsd_ensurer) -----------------
-       The I/O shell around the sans-I/O reconcile of residency.h (its driver section): it
-       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
-       the caller's clock and the state directory (or etcd: the etcd section, the same
-       steps on the other backend). Two ways to use it, one code path:
-
-           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
-           rsd_ensure_req q;  memset(&q, 0, sizeof q);
-           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
-           rsd_ensure_result res;
-           int rc = rsd_ensurer_sync(e, &q, &res);             blocking: the loop below + poll()
-           rsd_ensurer_destroy(e);
-
-       a frame loop (one call per frame, never blocks):
-           rsd_ensurer_begin(e, &q, now_ms);                 no I/O
-           every frame:
-               rsd_ensurer_step(e, now_ms);                  0 while running, 1 once ended
-               n = rsd_ensurer_notices(e, &notes);           new notices: notes[seen..n)
-               if (rsd_ensurer_next_event(e, &res)) { rc = res.result; done; }
-               (optional) poll the fds of rsd_ensurer_pollfds until
-               rsd_ensurer_next_deadline(e) within the frame budget.
-
-       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (with the
-           decision cache unless no_cache, one scratch
-           region that holds detection's state (runtime AUTO) until the run
-           starts and then the attribution as read, a set and its arena of
-           d->attr_arena_bytes (with a state directory or etcd; the last-use
-           and lease records are read into the state's own scratch set, each
-           used before the next read), the in-memory instance
-           records (a runtime with instances, no state directory and no etcd;
-           when the state directory cannot be opened, create allocates them
-           then), the protected ids at their own length, and its reconcile:
-           rsd_reconcile_footprint bytes made by rsd_reconcile_init with d->limits
-           and d->runtime: among its tables the answers' buffer of max_body_bytes, 8 KiB by
-           default, that every answer of an ensure goes to as it arrives
-           (on_body: a listing entry by entry, any other answer whole); detection
-           reads into the same tokens and buffer), the HTTP client
-           (d->http, its allocator and logger default to d's; zeroed sizes are
-           the ensurer's: RSD_ENSURE_HTTP_REQUESTS 2 slots and sockets, as many
-           as one ensure has in flight -- its HTTP step and the /models/sse
-           stream --, RSD_ENSURE_HTTP_REQUEST_BYTES (the longest URL, bearer and
-           load body a reconcile sends, plus 1 KiB), RSD_ENSURE_HTTP_HEADER_BYTES
-           4 KiB, slot bodies RSD_ENSURE_HTTP_SLOT_BODY 4 KiB: the stream's (an
-           event's data up to half of it; a longer event is skipped and the wait
-           ends at its next poll), and the limit of an extra request on
-           rsd_ensurer_http that brings no body_buf. A real llama.cpp router's
-           answer heads are 168-185 bytes and its /models/sse events about
-           150-320 bytes; a longer head fails
-           that request with RSD_ERR_HEADERS_TOO_LARGE, and d->http.max_header_bytes /
-           max_body_bytes raise them) and,
-           unless d->no_state, the state directory (rsd_state_create with d->state_dir;
-           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
-           residency). A state directory that cannot be opened is not an error:
-           the ensurer runs without the lock, attribution and generation (it fails
-           open) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
-           Desc (zeroed = defaults): allocator, logger, http (client limits),
-           limits (the reconcile's tables: rsd_reconcile_limits), runtime (the
-           runtime of every ensure: a request's AUTO means it and a request
-           naming another is refused with RSD_ERR_ARG; AUTO = any, detected;
-           a given runtime without instances, llama.cpp router or Ollama, has
-           no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state),
-           attr_arena_bytes (the bytes of ids an attribution as read holds, here,
-           in the state and in etcd, and of the in-memory instance records; 0 = as many as the reconcile keeps,
-           limits.id_arena_bytes: 128 per model, 8 KiB by default, so max_models
-           raises both; a record over it is never acted on in part, see STATE), protected_models +
-           n_protected (configured ids with roles, copied: never evicted unless
-           nothing else is left), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
-           neither an opt-out nor on|1|true|managed manages, and the first reconcile
-           of the ensurer that sees it adds a degraded/warning notice, dmsg
-           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
-           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
-           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
-           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
-           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
-           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
-           coord_auth_token / coord_user / coord_password (see ETCD above),
-           kv_slots and kv_timeout_ms (slot saves around a llama.cpp router's
-           swaps, below; RSD_NO_ENSURE_KV: create refuses kv_slots).
-       size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
-           The bytes rsd_ensurer_create(d) allocates in all (NULL = the defaults;
-           TLS's configuration not counted): the state directory's block unless
-           d->no_state and etcd's coordinator with a coord included; 0 for a desc
-           create refuses (limits, runtime, protected list) and for a coord in a
-           build without etcd.
-           On x86-64 (tests/test_sizes.c checks the bounds): under 247 KiB with
-           the defaults -- the reconcile under 134 KiB (its tables above, the
-           answers' 8 KiB buffer among them), the scratch region under 12 KiB
-           (detection's state; the attribution set and its arena take 10 KiB),
-           the decision cache under 19 KiB, the client under 34 KiB, the rest of
-           the object under 35 KiB, the state's block under 17 KiB (see STATE)
-           --, under 239 KiB with runtime LLAMACPP (no LM Studio state; the
-           scratch region is the attribution's 10 KiB).
-           no_state leaves out the state's block, adds the in-memory instance
-           records (attr_arena_bytes, 8 KiB by default) where the runtime has
-           instances and leaves the scratch region to detection: under 239 KiB
-           with runtime AUTO, under 212 KiB with LLAMACPP. When the state
-           directory cannot be opened, create runs without it and allocates, in
-           place of its block, the in-memory instance records where the runtime
-           has instances; they are smaller than that block, so the footprint is
-           an upper bound then too. A coord adds the coordinator,
-           under 651 KiB with the defaults (its object with its buffers under
-           447 KiB, the struct itself under 150 KiB; its client under 205 KiB:
-           three slots, see ETCD). attr_arena_bytes (by default the limits' id
-           arena) adds what it asks over 8 KiB to each set that holds an
-           attribution as read: the ensurer's, the state's scratch set and the
-           coordinator's two, whose buffers follow it too; smaller limits,
-           no_cache and a runtime shrink it. kv_slots adds under 81 KiB (a 32 KiB
-           /slots answer and its 2048 JSON tokens).
-       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
-       int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
-           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
-           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
-           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
-           (the clamp of a load beside other residents: 0 = the
-           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
-           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
-           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
-           120000, LM Studio 300000: the whole ensure, lock wait and load included),
-           probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
-           key, never logged or printed), observe (force
-           observe-only: nothing is loaded or unloaded), user_managed (the
-           target's lifecycle is user-managed: observe too), keep_pinned,
-           free_bytes and lease_ttl_ms (a free request, below), capacity_bytes
-           and keep_bytes (byte-aware eviction, as rsd_reconcile_desc's),
-           kv_bytes_per_token and context_floor (the clamp by bytes: "Context
-           fit" in residency.h; a GGUF path gives the figure through
-           rsd_gguf_read_file and rsd_gguf_kv_per_token).
-           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
-           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
-           DONE at once with that result (its end event carries it, query shows it).
-       int rsd_ensurer_step(e, uint64_t now_ms)
-           Does all ready work and returns the events waiting: 0 while it runs
-           (call again; sleep at most until rsd_ensurer_next_deadline or socket
-           activity) or when nothing was begun, 1 once it has ended until
-           rsd_ensurer_next_event pulls its end; RSD_ERR_ARG for NULL.
-       bool rsd_ensurer_next_event(e, rsd_ensure_result *out)
-           Its end, once: *out as query gives it, with out->result the final code:
-           RSD_OK when the reconcile ran to its end (outcome RESIDENT, OBSERVED or
-           DECLINED: look at the result), <0 when the load failed or the server
-           could not be read (outcome LOAD_FAILED or DEGRADED; result.message says
-           why). LM Studio: a model the server does not advertise ends DECLINED
-           with RSD_ERR_NOT_SERVED (the request must not be sent), a server asking
-           for an API key DEGRADED with RSD_ERR_AUTH. False while it runs or once
-           pulled; query keeps the result until the next begin.
-       int rsd_ensurer_pollfds(e, rsd_pollfd *out, int cap)
-       uint64_t rsd_ensurer_next_deadline(e)
-           For the host's poll(): the client's sockets (how many it wants), and
-           the earliest of the client's deadlines, the reconcile's next poll (WAIT)
-           and the next attempt at the target lock or the attribution lock
-           (COMMIT); 0 while its end waits to be pulled. RSD_NO_DEADLINE when done
-           or only sockets matter.
-       int rsd_ensurer_notices(e, const rsd_reconcile_notice **out)
-           The notices so far (live while running: print notes[seen..n) after each
-           step). Valid until the next begin.
-       void rsd_ensurer_query(e, rsd_ensure_result *out)
-           The result so far (final after done): result, outcome, decision, reason,
-           runtime (the one used, after detection), message, evicted[] (with the
-           restored flags), notices, requests (HTTP requests sent, detection
-           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
-           loaded, mutated, wire_id (the id to send requests with: the model, or on
-           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
-           Studio's API tier), and progress fields (op and model of the last HTTP
-           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
-           = polling until op_model is loaded; NONE while the COMMIT waits for the
-           attribution lock; load_stage and load_progress = the last progress a
-           router's /models/sse gave for the load being waited for, either shape
-           (rsd_reconcile_event; "" and -1 when none); lock_waiting = waiting for the target lock that another
-           ensure, perhaps in another process, holds while it changes the server),
-           state_error (RSD_OK, or why the change was not
-           recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
-           busy attribution lock...), kv_saved and kv_restored (kv_slots: the
-           slots saved before this ensure's unloads, restored after its load).
-           Pointers stay valid until the next begin.
-       Slot saves (desc.kv_slots: a swap keeps the conversation; off by default).
-       On a llama.cpp router started with --slot-save-path DIR, an unload the
-       reconcile asks for waits while the model's slots that hold a prompt are
-       saved: GET <root>/slots?model=M, then one POST <root>/slots/ID?action=save
-       {"model": M, "filename": "rsd-KEY-ID.bin"} at a time (the router passes a
-       POST to the child its body's "model" names; it refuses ?model= on a POST).
-       When the ensure has loaded its model, the same GET lists its slots and each
-       is restored from its file (action=restore; a slot without one answers 400
-       and stays cold; a file stays after its restore until the slot's next save
-       replaces it: llama-server reuses a restored cache only as far as a new
-       prompt shares its tokens). KEY is 16 hex digits of an FNV-1a 64 over the target key,
-       the model id and the child's slot count and n_ctx: the ensurer cannot see
-       the model file, so a file replaced under the same id with the same shape is
-       not told apart (llama-server refuses a file of another shape). All of it
-       is bounded by kv_timeout_ms (0 = 10 s) and half of what is left of the
-       ensure's deadline; a failed or slow save or restore is logged (WARN) and
-       costs that slot's cache, never the unload, the load or the ensure. The
-       router deletes no file and has no budget for DIR: that is the operator's
-       (rsd-serve's kv_cache_dir has both: in front of rsd-serve leave kv_slots
-       off and set kv_cache_dir there). A /slots answer over 32 KiB or 2048 JSON
-       tokens (about 16 busy slots) saves nothing.
-       int rsd_ensurer_sync(e, const rsd_ensure_req *q, rsd_ensure_result *out)
-           The blocking wrapper: rsd_ensurer_resolve_sync, begin, then step + poll() on
-           rsd_now_ms() until done. Returns what the last step returned.
-       Freeing memory (a lease). A request with no model (q->model NULL or "")
-       and q->free_bytes = N frees N bytes instead of loading; begin, step,
-       pollfds, next_deadline and query drive it as they drive an ensure (a
-       frame loop steps it once a frame), and rsd_ensurer_sync blocks on it.
-       rsd-serve first: the first step POSTs <root>/_rsd/lease {"bytes": N,
-       "ttl_ms": q->lease_ttl_ms (0 = RSD_ENSURE_LEASE_TTL_MS, 10 min: a
-       caller that crashes gives the bytes back then), "restore": true}; rsd-serve
-       stops idle, unpinned processes, least recently used first, never a busy
-       or pinned one. While its answer says "ready": false (a stopped process
-       has not exited yet, or the device does not show the memory free yet) the
-       ensure polls GET <root>/_rsd/lease/ID, 20 ms first, doubling to 500 ms,
-       until ready or the ensure's deadline. Ready means the memory is really
-       free: the processes have exited (rsd-serve's pool frees a process's bytes
-       when its exit is reaped, not when it is asked to stop) and, where
-       rsd-serve reads the device (vram_budget = auto), a reading after those
-       exits shows the bytes free; so the memory is free when the ensure ends.
-       Outcome FREED, res.freed_bytes = the bytes granted (less than asked when busy or pinned processes hold the rest:
-       reason FREE_SHORT), res.evicted = the models it stopped,
-       res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
-       colon), and res.message names the bytes: "rsd-serve lease rsd-serve:3
-       ready: 4294967296 of 4294967296 bytes granted, 1 model(s) stopped". 409:
-       DECLINED (RSD_OK; nothing idle to stop, nothing changed); 503 (no
-       vram_budget, too many leases): DEGRADED, RSD_ERR_SERVER_ERROR with
-       rsd-serve's words; 400: RSD_ERR_ARG; 401/403: RSD_ERR_AUTH; past the
-       deadline while not ready: RSD_ERR_TIMEOUT with lease_id still set (return
-       it, or its ttl passes). How the target is known to be rsd-serve: a 404,
-       405 or 501 to that POST, or a 200 that is not a lease (LM Studio answers
-       unknown routes so), means it is not, and the request goes on as below
-       (detection included). A free request is rare (a cutscene, another GPU
-       program), so the one probe costs other runtimes one request there and
-       ensures of a model nothing; it needs no earlier contact with the server
-       (a header or a listing field would need a listing first, which a given
-       runtime skips, and a proxy may drop a header), and it reaches rsd-serve
-       through the same URL the caller uses. A request naming runtime OLLAMA or
-       LMSTUDIO skips it.
-       Other servers: the same reconcile as an ensure (lock, list, decide,
-       unloads, commit) with a free plan (see "Free plans" in
-       residency.h's manual): models this library loaded there, unprotected, whose
-       size the server lists (the llama.cpp router lists meta.size while a model is
-       loaded; rsd-sim too), least recently used first, until N are
-       freed. Nothing is loaded and nothing is cached. res.outcome FREED (perhaps
-       less than asked: res.freed_bytes, the listed sizes of what went, and a
-       will-not-fit notice say so) or DECLINED (nothing to unload; no request but
-       the listing); res.evicted lists what went. With a state directory the
-       unloads are a lease: res.lease_id names it, recorded as attr/lease_<id>-
-       <hash>.lease (the attribution's format: model = what went, instance = the
-       URL); it has no ttl. LM Studio is refused (RSD_ERR_ARG): its instances have
-       their own machine.
-       int rsd_ensurer_lease_return_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
-           Starts giving a lease back; no I/O. step, pollfds, next_deadline and
-           next_event drive it like an ensure (never blocks).
-           "rsd-serve:ID": one DELETE <q->url root>/_rsd/lease/ID (q->url is
-           required: the id does not hold it); rsd-serve starts what it stopped
-           again (the lease asked to restore). It ends with RSD_OK; query: outcome
-           NONE, restored = the models rsd-serve starts again, evicted = them
-           (restored set), message says so; 404 (released, or its ttl passed):
-           RSD_ERR_NOT_FOUND. A state-directory lease: one ensure per model, in
-           the lease's order, at the recorded URL unless q->url is set (q also
-           gives the runtime, bearer and timeout; q may be NULL); before each model
-           the lease record is read under its file lock, taken without blocking
-           (next_deadline is the lock's next try), and each model that comes back
-           leaves the lease at once (what failed stays for another return); a
-           recorded URL's host name must be resolved already (rsd_ensurer_resolve_sync),
-           as for any non-blocking ensure.
-           It ends with RSD_OK when all came back, else the first failed ensure's
-           code (RSD_ERR_STATE for one that ended without error and without its
-           model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
-           returned lease; query: restored = the models back, and the last
-           ensure's result when all came back, else the first failed one's result,
-           outcome, decision, reason and message, without notices, evicted list,
-           op_model and wire_id. RSD_OK, RSD_ERR_ARG (a bad id, an rsd-serve lease
-           without q->url), RSD_ERR_STATE (an ensure or return is running; a
-           state-directory lease without a state directory). While a return runs,
-           rsd_ensurer_begin answers RSD_ERR_STATE.
-       int rsd_ensurer_lease_return_sync(e, const rsd_ensure_req *q, const char *lease_id, out)
-           Blocking: rsd_ensurer_lease_return_begin, then step + poll() until done
-           (each recorded URL's host name is resolved first, as rsd_ensurer_sync
-           does). Returns the count restored, or the code above (and
-           RSD_ERR_ARG for a NULL or over-long id); *out (may be NULL) is
-           query's result.
-       int rsd_ensurer_resolve_sync(e, const char *url)
-           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
-           first address), kept in a
-           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
-           resolve hook reads: the non-blocking path never resolves (it fails with
-           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
-           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
-       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
-           between ensures (while one runs, step consumes and drops other events)
-       bool rsd_ensurer_has_state(e)              a state directory is in use
-       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
-       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
-
-       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
-       from the step, timeout = the step's), the answer fed back as soon as its
-       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
-       event ends it, below); LOCK ->
-       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
-       unlocked with a warning notice), then the generation and the attribution
-       read again under the lock (rsd_reconcile_set_ours: a model another process
-       loaded while we waited is known as residency's, and a changed attribution
-       makes the reconcile list and decide again); COMMIT -> the attribution
-       changes (the keep in, unrestored victims out; LM Studio: owned instances
-       out and in) and the generation bump in one rsd_state_attr_commit, under
-       the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
-       step never sleeps for it but comes back at its next attempt
-       (rsd_ensurer_next_deadline), until the ensure's deadline (at least 50 ms);
-       then commit_done. A COMMIT that cannot be recorded (the lock busy past
-       the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
-       as it would have ended (the model is loaded: RESIDENT, exit code 0 in
-       rsd-ensure) with a degraded/warning notice quoting what failed
-       (rsd_reconcile_commit_failed), result.state_error set, and no decision
-       cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
-       (and reset, see STATE) is one degraded/warning notice of the ensure that
-       reset it: residency no longer knows which models it loaded there. An
-       attribution whose ids do not fit attr_arena_bytes is one degraded/warning
-       notice (dmsg STATE_FAILED) naming it and the bytes it needs: residency
-       treats every resident there as not its own, and a COMMIT on it fails
-       (the record is left whole, never rewritten shorter). At the
-       start of a reconcile the target's generation is read (one small file)
-       and the decision cache is looked up first: a live entry for (target,
-       model) under that generation ends the ensure at once (cache_hit, no
-       request, no attribution read, the reconcile not even set up; a hit under
-       another generation is a miss). Otherwise the attribution
-       (rsd_state_attr_load: the models this library loaded there, from any
-       process) is read and both go to the reconcile (desc.ours,
-       desc.generation), with the last uses (rsd_state_used_load, plus this
-       ensurer's own) as desc.last_used: eviction among candidates of equal
-       protection takes the least recently used first, and a last use the
-       server lists itself (rsd-serve's status.last_used) wins over the
-       record. An ensure that ends with the model resident (loaded, already
-       resident, or a cache hit) records a use of (target, model) at the wall
-       clock: one try of the file lock, and when it is busy the use is written
-       at the next ensure or at destroy (the bounded wait); the same model is
-       written at most once a second. Without a state directory (and with
-       etcd) the last uses are only this ensurer's own: 32 of them in 4 KiB of
-       their targets' keys and models (at least 8 of the longest ids), the
-       oldest replaced when either is full.
-       Without a
-       state directory there is no LOCK step, attribution is only what this
-       ensurer's own cache knows, and the generation is not used. With etcd
-       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
-       generation come from there instead, whether or not a state directory
-       exists: the ensure first reads them (one request, before the cache is
-       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
-       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
-       delete, and every step also keeps the held lock's lease alive (see ETCD).
-       With etcd an LM Studio ensure sends its first listing itself (the
-       detection probe's answer is not reused: one more GET).
-
-       /models/sse (llama.cpp router only): just before a load or
-       unload POST (or when a wait begins without one, e.g. for a model already
-       LOADING) the
-       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
-       more in result.requests) and keeps it open across the WAIT steps of the
-       ensure; it is cancelled when the ensure ends. Each event's data goes to
-       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
-       ends the WAIT at once and the poll that follows confirms it (the listing
-       stays the truth, so outcomes are those of polling alone); so does the
-       "unloaded" event of a victim the reconcile waits for after an unload. Events that
-       arrive while a poll or the POST is in flight are kept (the newest
-       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
-       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
-       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
-       the latency; fewer requests than upstream on long loads), except the first
-       wait after a late subscription or a dropped event, and never later than a
-       probe timeout before the deadline. A server that refuses the stream (not
-       200 text/event-stream, or a transport error before any answer) is
-       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
-       on; a stream that ends mid-ensure restores the fast schedule and is not
-       reopened before the next ensure. The stream
-       holds one client slot and socket while it is open (plus its unpulled
-       CANCELLED event until the next step with a request).
-
-       Runtime detection (q.runtime AUTO) is the core's rsd_detect (driver:
-       detect), driven over the ensurer's client: one GET per probe under the root
-       URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
-       0.3); RSD_NO_DETECT leaves it out. The answer is cached per target in the
-       ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
-       target pays for it. What the probe
-       read is handed to the reconcile, not asked again: a router's /props as its
-       instance limit (desc.capacity_known), so a resident model costs 2 requests
-       (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
-       as its first listing (desc.first_listing). No match -> DEGRADED
-       RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not as a llama.cpp
-       router, Ollama or LM Studio (GET /props: HTTP 404)"), or RSD_ERR_AUTH when
-       a probe was answered 401/403 ("URL asks for an API key ... and none was
-       given", or "URL refused the API key given"); a refused connection or any
-       transport error on the first probe ends the ensure at once (DEGRADED, the
-       transport error, e.g. RSD_ERR_CONNECT, message "server unreachable:
-       connection refused (URL)").
-
-       Every runtime runs the one machine (rsd_reconcile with the runtime's
-       adapter), through the same loop, lock, notices, cache and result. The
-       target key is rsd_reconcile_target_key's ("<runtime>|<url>", LM Studio:
-       "lmstudio|<root>", so both spellings of its URL share lock, attribution
-       and cache). The target's attribution entries go in as desc.ours (plain
-       models) and desc.owned (instances, LM Studio); COMMIT removes
-       result.attr_remove[] and adds result.attr_add[] and bumps the generation.
-       Only owned instances are ever unloaded: an instance loaded by another
-       process using the same state directory is owned too; the operator's and
-       LM Link peers' never. Without a state directory the ensurer remembers the
-       instances it loaded in memory, as many as attr_arena_bytes holds (each
-       its target key, model id and instance id with their NULs; one that does
-       not fit is not remembered).
-       The TTL cache keeps the wire id, so an LM Studio hit makes no request and
-       still answers result.wire_id and lms_tier. A runtime with its own
-       default deadline (LM Studio: 300 s, loads are slow) uses it when
-       q.timeout_ms is 0. result.evicted[].id are what left the server (LM
-       Studio: the unloaded instance ids).
-
-       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
-       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512 (detection reads each answer's top level
-       into the reconcile's max_tokens and its answers' buffer), the reconcile's
-       limits (notices, ids, max_body_bytes: the driver section). Memory: create only.
-       Threading: one ensurer per thread; any number of ensurers and processes
-       may share a state directory (the lock serialises their mutations).
-       Errors: those of the reconcile (driver), of the client (http client),
-       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM.
-
    ---- proc: child-process supervision ----------------------------------------
    Runs model servers (llama-server by default) as child processes for the pool:
    builds argv from a template, picks a free loopback port, starts the child,
@@ -1784,6 +1364,426 @@
        RSD_ETCD_MAX_KVS), RSD_MAX_PROTECTED distinct protected models in all (more:
        protected_incomplete). Threading: one coordinator per thread. Fuzzed:
        fuzz/fuzz_etcd.c (the answers, each also as a further page).
+
+   ---- ensure: run reconciles over real sockets (rsd_ensurer) -----------------
+       The I/O shell around the sans-I/O reconcile of residency.h (its driver section): it
+       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
+       the caller's clock and the state directory (or etcd: the etcd section, the same
+       steps on the other backend). Two ways to use it, one code path:
+
+           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
+           rsd_ensure_req q;  memset(&q, 0, sizeof q);
+           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
+           rsd_ensure_result res;
+           int rc = rsd_ensurer_sync(e, &q, &res);             blocking: the loop below + poll()
+           rsd_ensurer_destroy(e);
+
+       a frame loop (one call per frame, never blocks):
+           rsd_ensurer_begin(e, &q, now_ms);                 no I/O
+           every frame:
+               rsd_ensurer_step(e, now_ms);                  0 while running, 1 once ended
+               n = rsd_ensurer_notices(e, &notes);           new notices: notes[seen..n)
+               if (rsd_ensurer_next_event(e, &res)) { rc = res.result; done; }
+               (optional) poll the fds of rsd_ensurer_pollfds until
+               rsd_ensurer_next_deadline(e) within the frame budget.
+
+       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
+           Allocates everything now, from d->allocator: the object (with the
+           decision cache unless no_cache, one scratch
+           region that holds detection's state (runtime AUTO) until the run
+           starts and then the attribution as read, a set and its arena of
+           d->attr_arena_bytes (with a state directory or etcd; the last-use
+           and lease records are read into the state's own scratch set, each
+           used before the next read), the in-memory instance
+           records (a runtime with instances, no state directory and no etcd;
+           when the state directory cannot be opened, create allocates them
+           then), the protected ids at their own length, and its reconcile:
+           rsd_reconcile_footprint bytes made by rsd_reconcile_init with d->limits
+           and d->runtime: among its tables the answers' buffer of max_body_bytes, 8 KiB by
+           default, that every answer of an ensure goes to as it arrives
+           (on_body: a listing entry by entry, any other answer whole); detection
+           reads into the same tokens and buffer), the HTTP client
+           (d->http, its allocator and logger default to d's; zeroed sizes are
+           the ensurer's: RSD_ENSURE_HTTP_REQUESTS 2 slots and sockets, as many
+           as one ensure has in flight -- its HTTP step and the /models/sse
+           stream --, RSD_ENSURE_HTTP_REQUEST_BYTES (the longest URL, bearer and
+           load body a reconcile sends, plus 1 KiB), RSD_ENSURE_HTTP_HEADER_BYTES
+           4 KiB, slot bodies RSD_ENSURE_HTTP_SLOT_BODY 4 KiB: the stream's (an
+           event's data up to half of it; a longer event is skipped and the wait
+           ends at its next poll), and the limit of an extra request on
+           rsd_ensurer_http that brings no body_buf. A real llama.cpp router's
+           answer heads are 168-185 bytes and its /models/sse events about
+           150-320 bytes; a longer head fails
+           that request with RSD_ERR_HEADERS_TOO_LARGE, and d->http.max_header_bytes /
+           max_body_bytes raise them) and,
+           unless d->no_state, the state directory (rsd_state_create with d->state_dir;
+           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
+           residency). A state directory that cannot be opened is not an error:
+           the ensurer runs without the lock, attribution and generation (it fails
+           open) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
+           Desc (zeroed = defaults): allocator, logger, http (client limits),
+           limits (the reconcile's tables: rsd_reconcile_limits), runtime (the
+           runtime of every ensure: a request's AUTO means it and a request
+           naming another is refused with RSD_ERR_ARG; AUTO = any, detected;
+           a given runtime without instances, llama.cpp router or Ollama, has
+           no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state),
+           attr_arena_bytes (the bytes of ids an attribution as read holds, here,
+           in the state and in etcd, and of the in-memory instance records; 0 = as many as the reconcile keeps,
+           limits.id_arena_bytes: 128 per model, 8 KiB by default, so max_models
+           raises both; a record over it is never acted on in part, see STATE), protected_models +
+           n_protected (configured ids with roles, copied: never evicted unless
+           nothing else is left), residency_env (the RESIDENCY value; NULL =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
+           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
+           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
+           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
+           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
+           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
+           coord_auth_token / coord_user / coord_password (see ETCD above),
+           kv_slots and kv_timeout_ms (slot saves around a llama.cpp router's
+           swaps, below; RSD_NO_ENSURE_KV: create refuses kv_slots).
+       size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
+           The bytes rsd_ensurer_create(d) allocates in all (NULL = the defaults;
+           TLS's configuration not counted): the state directory's block unless
+           d->no_state and etcd's coordinator with a coord included; 0 for a desc
+           create refuses (limits, runtime, protected list) and for a coord in a
+           build without etcd.
+           On x86-64 (tests/test_sizes.c checks the bounds): under 247 KiB with
+           the defaults -- the reconcile under 134 KiB (its tables above, the
+           answers' 8 KiB buffer among them), the scratch region under 12 KiB
+           (detection's state; the attribution set and its arena take 10 KiB),
+           the decision cache under 19 KiB, the client under 34 KiB, the rest of
+           the object under 35 KiB, the state's block under 17 KiB (see STATE)
+           --, under 239 KiB with runtime LLAMACPP (no LM Studio state; the
+           scratch region is the attribution's 10 KiB).
+           no_state leaves out the state's block, adds the in-memory instance
+           records (attr_arena_bytes, 8 KiB by default) where the runtime has
+           instances and leaves the scratch region to detection: under 239 KiB
+           with runtime AUTO, under 212 KiB with LLAMACPP. When the state
+           directory cannot be opened, create runs without it and allocates, in
+           place of its block, the in-memory instance records where the runtime
+           has instances; they are smaller than that block, so the footprint is
+           an upper bound then too. A coord adds the coordinator,
+           under 651 KiB with the defaults (its object with its buffers under
+           447 KiB, the struct itself under 150 KiB; its client under 205 KiB:
+           three slots, see ETCD). attr_arena_bytes (by default the limits' id
+           arena) adds what it asks over 8 KiB to each set that holds an
+           attribution as read: the ensurer's, the state's scratch set and the
+           coordinator's two, whose buffers follow it too; smaller limits,
+           no_cache and a runtime shrink it. kv_slots adds under 81 KiB (a 32 KiB
+           /slots answer and its 2048 JSON tokens).
+       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
+       int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
+           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
+           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
+           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
+           (the clamp of a load beside other residents: 0 = the
+           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
+           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
+           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
+           120000, LM Studio 300000: the whole ensure, lock wait and load included),
+           probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
+           key, never logged or printed), observe (force
+           observe-only: nothing is loaded or unloaded), user_managed (the
+           target's lifecycle is user-managed: observe too), keep_pinned,
+           free_bytes and lease_ttl_ms (a free request, below), capacity_bytes
+           and keep_bytes (byte-aware eviction, as rsd_reconcile_desc's),
+           kv_bytes_per_token and context_floor (the clamp by bytes: "Context
+           fit" in residency.h; a GGUF path gives the figure through
+           rsd_gguf_read_file and rsd_gguf_kv_per_token).
+           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
+           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
+           DONE at once with that result (its end event carries it, query shows it).
+       int rsd_ensurer_step(e, uint64_t now_ms)
+           Does all ready work and returns the events waiting: 0 while it runs
+           (call again; sleep at most until rsd_ensurer_next_deadline or socket
+           activity) or when nothing was begun, 1 once it has ended until
+           rsd_ensurer_next_event pulls its end; RSD_ERR_ARG for NULL.
+       bool rsd_ensurer_next_event(e, rsd_ensure_result *out)
+           Its end, once: *out as query gives it, with out->result the final code:
+           RSD_OK when the reconcile ran to its end (outcome RESIDENT, OBSERVED or
+           DECLINED: look at the result), <0 when the load failed or the server
+           could not be read (outcome LOAD_FAILED or DEGRADED; result.message says
+           why). LM Studio: a model the server does not advertise ends DECLINED
+           with RSD_ERR_NOT_SERVED (the request must not be sent), a server asking
+           for an API key DEGRADED with RSD_ERR_AUTH. False while it runs or once
+           pulled; query keeps the result until the next begin.
+       int rsd_ensurer_pollfds(e, rsd_pollfd *out, int cap)
+       uint64_t rsd_ensurer_next_deadline(e)
+           For the host's poll(): the client's sockets (how many it wants), and
+           the earliest of the client's deadlines, the reconcile's next poll (WAIT)
+           and the next attempt at the target lock or the attribution lock
+           (COMMIT); 0 while its end waits to be pulled. RSD_NO_DEADLINE when done
+           or only sockets matter.
+       int rsd_ensurer_notices(e, const rsd_reconcile_notice **out)
+           The notices so far (live while running: print notes[seen..n) after each
+           step). Valid until the next begin.
+       void rsd_ensurer_query(e, rsd_ensure_result *out)
+           The result so far (final after done): result, outcome, decision, reason,
+           runtime (the one used, after detection), message, evicted[] (with the
+           restored flags), notices, requests (HTTP requests sent, detection
+           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
+           loaded, mutated, wire_id (the id to send requests with: the model, or on
+           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
+           Studio's API tier), and progress fields (op and model of the last HTTP
+           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
+           = polling until op_model is loaded; NONE while the COMMIT waits for the
+           attribution lock; load_stage and load_progress = the last progress a
+           router's /models/sse gave for the load being waited for, either shape
+           (rsd_reconcile_event; "" and -1 when none); lock_waiting = waiting for the target lock that another
+           ensure, perhaps in another process, holds while it changes the server),
+           state_error (RSD_OK, or why the change was not
+           recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
+           busy attribution lock...), kv_saved and kv_restored (kv_slots: the
+           slots saved before this ensure's unloads, restored after its load).
+           Pointers stay valid until the next begin.
+       Slot saves (desc.kv_slots: a swap keeps the conversation; off by default).
+       On a llama.cpp router started with --slot-save-path DIR, an unload the
+       reconcile asks for waits while the model's slots that hold a prompt are
+       saved: GET <root>/slots?model=M, then one POST <root>/slots/ID?action=save
+       {"model": M, "filename": "rsd-KEY-ID.bin"} at a time (the router passes a
+       POST to the child its body's "model" names; it refuses ?model= on a POST).
+       When the ensure has loaded its model, the same GET lists its slots and each
+       is restored from its file (action=restore; a slot without one answers 400
+       and stays cold; a file stays after its restore until the slot's next save
+       replaces it: llama-server reuses a restored cache only as far as a new
+       prompt shares its tokens). KEY is 16 hex digits of an FNV-1a 64 over the target key,
+       the model id and the child's slot count and n_ctx: the ensurer cannot see
+       the model file, so a file replaced under the same id with the same shape is
+       not told apart (llama-server refuses a file of another shape). All of it
+       is bounded by kv_timeout_ms (0 = 10 s) and half of what is left of the
+       ensure's deadline; a failed or slow save or restore is logged (WARN) and
+       costs that slot's cache, never the unload, the load or the ensure. The
+       router deletes no file and has no budget for DIR: that is the operator's
+       (rsd-serve's kv_cache_dir has both: in front of rsd-serve leave kv_slots
+       off and set kv_cache_dir there). A /slots answer over 32 KiB or 2048 JSON
+       tokens (about 16 busy slots) saves nothing.
+       int rsd_ensurer_sync(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+           The blocking wrapper: rsd_ensurer_resolve_sync, begin, then step + poll() on
+           rsd_now_ms() until done. Returns what the last step returned.
+       Freeing memory (a lease). A request with no model (q->model NULL or "")
+       and q->free_bytes = N frees N bytes instead of loading; begin, step,
+       pollfds, next_deadline and query drive it as they drive an ensure (a
+       frame loop steps it once a frame), and rsd_ensurer_sync blocks on it.
+       rsd-serve first: the first step POSTs <root>/_rsd/lease {"bytes": N,
+       "ttl_ms": q->lease_ttl_ms (0 = RSD_ENSURE_LEASE_TTL_MS, 10 min: a
+       caller that crashes gives the bytes back then), "restore": true}; rsd-serve
+       stops idle, unpinned processes, least recently used first, never a busy
+       or pinned one. While its answer says "ready": false (a stopped process
+       has not exited yet, or the device does not show the memory free yet) the
+       ensure polls GET <root>/_rsd/lease/ID, 20 ms first, doubling to 500 ms,
+       until ready or the ensure's deadline. Ready means the memory is really
+       free: the processes have exited (rsd-serve's pool frees a process's bytes
+       when its exit is reaped, not when it is asked to stop) and, where
+       rsd-serve reads the device (vram_budget = auto), a reading after those
+       exits shows the bytes free; so the memory is free when the ensure ends.
+       Outcome FREED, res.freed_bytes = the bytes granted (less than asked when busy or pinned processes hold the rest:
+       reason FREE_SHORT), res.evicted = the models it stopped,
+       res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
+       colon), and res.message names the bytes: "rsd-serve lease rsd-serve:3
+       ready: 4294967296 of 4294967296 bytes granted, 1 model(s) stopped". 409:
+       DECLINED (RSD_OK; nothing idle to stop, nothing changed); 503 (no
+       vram_budget, too many leases): DEGRADED, RSD_ERR_SERVER_ERROR with
+       rsd-serve's words; 400: RSD_ERR_ARG; 401/403: RSD_ERR_AUTH; past the
+       deadline while not ready: RSD_ERR_TIMEOUT with lease_id still set (return
+       it, or its ttl passes). How the target is known to be rsd-serve: a 404,
+       405 or 501 to that POST, or a 200 that is not a lease (LM Studio answers
+       unknown routes so), means it is not, and the request goes on as below
+       (detection included). A free request is rare (a cutscene, another GPU
+       program), so the one probe costs other runtimes one request there and
+       ensures of a model nothing; it needs no earlier contact with the server
+       (a header or a listing field would need a listing first, which a given
+       runtime skips, and a proxy may drop a header), and it reaches rsd-serve
+       through the same URL the caller uses. A request naming runtime OLLAMA or
+       LMSTUDIO skips it.
+       Other servers: the same reconcile as an ensure (lock, list, decide,
+       unloads, commit) with a free plan (see "Free plans" in
+       residency.h's manual): models this library loaded there, unprotected, whose
+       size the server lists (the llama.cpp router lists meta.size while a model is
+       loaded; rsd-sim too), least recently used first, until N are
+       freed. Nothing is loaded and nothing is cached. res.outcome FREED (perhaps
+       less than asked: res.freed_bytes, the listed sizes of what went, and a
+       will-not-fit notice say so) or DECLINED (nothing to unload; no request but
+       the listing); res.evicted lists what went. With a state directory the
+       unloads are a lease: res.lease_id names it, recorded as attr/lease_<id>-
+       <hash>.lease (the attribution's format: model = what went, instance = the
+       URL); it has no ttl. LM Studio is refused (RSD_ERR_ARG): its instances have
+       their own machine.
+       int rsd_ensurer_lease_return_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
+           Starts giving a lease back; no I/O. step, pollfds, next_deadline and
+           next_event drive it like an ensure (never blocks).
+           "rsd-serve:ID": one DELETE <q->url root>/_rsd/lease/ID (q->url is
+           required: the id does not hold it); rsd-serve starts what it stopped
+           again (the lease asked to restore). It ends with RSD_OK; query: outcome
+           NONE, restored = the models rsd-serve starts again, evicted = them
+           (restored set), message says so; 404 (released, or its ttl passed):
+           RSD_ERR_NOT_FOUND. A state-directory lease: one ensure per model, in
+           the lease's order, at the recorded URL unless q->url is set (q also
+           gives the runtime, bearer and timeout; q may be NULL); before each model
+           the lease record is read under its file lock, taken without blocking
+           (next_deadline is the lock's next try), and each model that comes back
+           leaves the lease at once (what failed stays for another return); a
+           recorded URL's host name must be resolved already (rsd_ensurer_resolve_sync),
+           as for any non-blocking ensure.
+           It ends with RSD_OK when all came back, else the first failed ensure's
+           code (RSD_ERR_STATE for one that ended without error and without its
+           model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
+           returned lease; query: restored = the models back, and the last
+           ensure's result when all came back, else the first failed one's result,
+           outcome, decision, reason and message, without notices, evicted list,
+           op_model and wire_id. RSD_OK, RSD_ERR_ARG (a bad id, an rsd-serve lease
+           without q->url), RSD_ERR_STATE (an ensure or return is running; a
+           state-directory lease without a state directory). While a return runs,
+           rsd_ensurer_begin answers RSD_ERR_STATE.
+       int rsd_ensurer_lease_return_sync(e, const rsd_ensure_req *q, const char *lease_id, out)
+           Blocking: rsd_ensurer_lease_return_begin, then step + poll() until done
+           (each recorded URL's host name is resolved first, as rsd_ensurer_sync
+           does). Returns the count restored, or the code above (and
+           RSD_ERR_ARG for a NULL or over-long id); *out (may be NULL) is
+           query's result.
+       int rsd_ensurer_resolve_sync(e, const char *url)
+           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
+           first address), kept in a
+           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
+           resolve hook reads: the non-blocking path never resolves (it fails with
+           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
+           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
+       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
+           between ensures (while one runs, step consumes and drops other events)
+       bool rsd_ensurer_has_state(e)              a state directory is in use
+       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
+       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
+
+       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
+       from the step, timeout = the step's), the answer fed back as soon as its
+       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
+       event ends it, below); LOCK ->
+       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
+       unlocked with a warning notice), then the generation and the attribution
+       read again under the lock (rsd_reconcile_set_ours: a model another process
+       loaded while we waited is known as residency's, and a changed attribution
+       makes the reconcile list and decide again); COMMIT -> the attribution
+       changes (the keep in, unrestored victims out; LM Studio: owned instances
+       out and in) and the generation bump in one rsd_state_attr_commit, under
+       the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
+       step never sleeps for it but comes back at its next attempt
+       (rsd_ensurer_next_deadline), until the ensure's deadline (at least 50 ms);
+       then commit_done. A COMMIT that cannot be recorded (the lock busy past
+       the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
+       as it would have ended (the model is loaded: RESIDENT, exit code 0 in
+       rsd-ensure) with a degraded/warning notice quoting what failed
+       (rsd_reconcile_commit_failed), result.state_error set, and no decision
+       cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
+       (and reset, see STATE) is one degraded/warning notice of the ensure that
+       reset it: residency no longer knows which models it loaded there. An
+       attribution whose ids do not fit attr_arena_bytes is one degraded/warning
+       notice (dmsg STATE_FAILED) naming it and the bytes it needs: residency
+       treats every resident there as not its own, and a COMMIT on it fails
+       (the record is left whole, never rewritten shorter). At the
+       start of a reconcile the target's generation is read (one small file)
+       and the decision cache is looked up first: a live entry for (target,
+       model) under that generation ends the ensure at once (cache_hit, no
+       request, no attribution read, the reconcile not even set up; a hit under
+       another generation is a miss). Otherwise the attribution
+       (rsd_state_attr_load: the models this library loaded there, from any
+       process) is read and both go to the reconcile (desc.ours,
+       desc.generation), with the last uses (rsd_state_used_load, plus this
+       ensurer's own) as desc.last_used: eviction among candidates of equal
+       protection takes the least recently used first, and a last use the
+       server lists itself (rsd-serve's status.last_used) wins over the
+       record. An ensure that ends with the model resident (loaded, already
+       resident, or a cache hit) records a use of (target, model) at the wall
+       clock: one try of the file lock, and when it is busy the use is written
+       at the next ensure or at destroy (the bounded wait); the same model is
+       written at most once a second. Without a state directory (and with
+       etcd) the last uses are only this ensurer's own: 32 of them in 4 KiB of
+       their targets' keys and models (at least 8 of the longest ids), the
+       oldest replaced when either is full.
+       Without a
+       state directory there is no LOCK step, attribution is only what this
+       ensurer's own cache knows, and the generation is not used. With etcd
+       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
+       generation come from there instead, whether or not a state directory
+       exists: the ensure first reads them (one request, before the cache is
+       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
+       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
+       delete, and every step also keeps the held lock's lease alive (see ETCD).
+       With etcd an LM Studio ensure sends its first listing itself (the
+       detection probe's answer is not reused: one more GET).
+
+       /models/sse (llama.cpp router only): just before a load or
+       unload POST (or when a wait begins without one, e.g. for a model already
+       LOADING) the
+       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
+       more in result.requests) and keeps it open across the WAIT steps of the
+       ensure; it is cancelled when the ensure ends. Each event's data goes to
+       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
+       ends the WAIT at once and the poll that follows confirms it (the listing
+       stays the truth, so outcomes are those of polling alone); so does the
+       "unloaded" event of a victim the reconcile waits for after an unload. Events that
+       arrive while a poll or the POST is in flight are kept (the newest
+       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
+       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
+       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
+       the latency; fewer requests than upstream on long loads), except the first
+       wait after a late subscription or a dropped event, and never later than a
+       probe timeout before the deadline. A server that refuses the stream (not
+       200 text/event-stream, or a transport error before any answer) is
+       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
+       on; a stream that ends mid-ensure restores the fast schedule and is not
+       reopened before the next ensure. The stream
+       holds one client slot and socket while it is open (plus its unpulled
+       CANCELLED event until the next step with a request).
+
+       Runtime detection (q.runtime AUTO) is the core's rsd_detect (driver:
+       detect), driven over the ensurer's client: one GET per probe under the root
+       URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
+       0.3); RSD_NO_DETECT leaves it out. The answer is cached per target in the
+       ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
+       target pays for it. What the probe
+       read is handed to the reconcile, not asked again: a router's /props as its
+       instance limit (desc.capacity_known), so a resident model costs 2 requests
+       (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
+       as its first listing (desc.first_listing). No match -> DEGRADED
+       RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not as a llama.cpp
+       router, Ollama or LM Studio (GET /props: HTTP 404)"), or RSD_ERR_AUTH when
+       a probe was answered 401/403 ("URL asks for an API key ... and none was
+       given", or "URL refused the API key given"); a refused connection or any
+       transport error on the first probe ends the ensure at once (DEGRADED, the
+       transport error, e.g. RSD_ERR_CONNECT, message "server unreachable:
+       connection refused (URL)").
+
+       Every runtime runs the one machine (rsd_reconcile with the runtime's
+       adapter), through the same loop, lock, notices, cache and result. The
+       target key is rsd_reconcile_target_key's ("<runtime>|<url>", LM Studio:
+       "lmstudio|<root>", so both spellings of its URL share lock, attribution
+       and cache). The target's attribution entries go in as desc.ours (plain
+       models) and desc.owned (instances, LM Studio); COMMIT removes
+       result.attr_remove[] and adds result.attr_add[] and bumps the generation.
+       Only owned instances are ever unloaded: an instance loaded by another
+       process using the same state directory is owned too; the operator's and
+       LM Link peers' never. Without a state directory the ensurer remembers the
+       instances it loaded in memory, as many as attr_arena_bytes holds (each
+       its target key, model id and instance id with their NULs; one that does
+       not fit is not remembered).
+       The TTL cache keeps the wire id, so an LM Studio hit makes no request and
+       still answers result.wire_id and lms_tier. A runtime with its own
+       default deadline (LM Studio: 300 s, loads are slow) uses it when
+       q.timeout_ms is 0. result.evicted[].id are what left the server (LM
+       Studio: the unloaded instance ids).
+
+       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
+       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
+       RSD_ENSURE_SSE_EVENT_BYTES 512 (detection reads each answer's top level
+       into the reconcile's max_tokens and its answers' buffer), the reconcile's
+       limits (notices, ids, max_body_bytes: the driver section). Memory: create only.
+       Threading: one ensurer per thread; any number of ensurers and processes
+       may share a state directory (the lock serialises their mutations).
+       Errors: those of the reconcile (driver), of the client (http client),
+       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM.
 
    ---- fleet: the pool running real processes (rsd_fleet) ---------------------
    rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
@@ -2524,189 +2524,6 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 
 /* ==== http server end ===================================================== */
 
-/* ==== ensure ============================================================== */
-/* Manual: "drive" in the doc block at the top of this file. */
-enum {
-    RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
-    RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
-    RSD_ENSURE_LEASE_TTL_MS = 600000, /* default ttl of an rsd-serve lease a free request takes (10 min) */
-    RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
-    RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
-    RSD_ENSURE_HTTP_REQUESTS = 2,   /* the owned client's default request slots and sockets: one ensure's
-                                       HTTP step and its /models/sse stream */
-    RSD_ENSURE_HTTP_REQUEST_BYTES = RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX +
-                                    1024, /* its default request limit: the longest URL, bearer and load body
-                                             a reconcile sends, with the head's other fields */
-    RSD_ENSURE_HTTP_HEADER_BYTES = 4096, /* its default response head limit */
-    RSD_ENSURE_HTTP_SLOT_BODY = 4096  /* its slots' own body buffer (the /models/sse stream, extra requests on
-                                         rsd_ensurer_http); the ensure's answers go to the ensurer's buffer */
-};
-
-/* Which server software a target runs. AUTO (zero) = detect by probing. */
-#define RSD_RUNTIME_KINDS(X) X(AUTO, "auto") X(LLAMACPP, "llamacpp") X(LMSTUDIO, "lmstudio") \
-    X(OLLAMA, "ollama")
-/* Runtime of an ensure. */
-typedef enum rsd_runtime_kind {
-#define RSDI_X(n, s) RSD_RUNTIME_##n,
-    RSD_RUNTIME_KINDS(RSDI_X)
-#undef RSDI_X
-    RSD_RUNTIME_KIND_NUM
-} rsd_runtime_kind;
-
-typedef struct rsd_ensurer rsd_ensurer;
-
-/* Ensurer configuration; zeroed = defaults. */
-typedef struct rsd_ensurer_desc {
-    rsd_allocator allocator;
-    rsd_logger logger;
-    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_*); allocator/logger
-                                         default to the above. The ensure's own answers are read into one
-                                         buffer of limits.max_body_bytes, not into the slots */
-    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults), in the ensurer's block */
-    rsd_runtime_kind runtime;         /* the runtime of every ensure (a request's AUTO means it, a request
-                                         naming another is refused); AUTO = any, detected by probing. A given
-                                         runtime sizes the reconcile for it alone: no LM Studio state for a
-                                         llama.cpp router or Ollama */
-    const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
-    bool no_state;                    /* no state directory: no lock, attribution, generation */
-    bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
-    uint32_t attr_arena_bytes;        /* bytes of ids an attribution as read holds (here, in the state and
-                                         etcd); 0 = the reconcile's id arena (limits.id_arena_bytes: by
-                                         default 128 per model, 8 KiB for 64) */
-    const rsd_protected_model *protected_models; /* configured ids with roles (copied) */
-    int n_protected;                  /* 0..RSD_MAX_PROTECTED */
-    const char *residency_env;        /* RESIDENCY value; NULL = getenv("RESIDENCY") per begin */
-    bool ignore_env;                  /* treat RESIDENCY (residency_env NULL) and RESIDENCY_CORESIDENT_CONTEXT as unset */
-    uint32_t cache_ttl_ms;            /* decision cache TTL; 0 = 60000 */
-    bool no_cache;                    /* no TTL fast path */
-    bool no_sse;                      /* never open GET /models/sse (llama.cpp router): poll only */
-    uint32_t sse_poll_ms;             /* poll interval while /models/sse is open; 0 = 500 */
-    /* Several hosts: lock, attribution and generation on etcd instead of the state dir. */
-    const char *coord;                /* "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD (unless ignore_env) */
-    const char *coord_host;           /* this host's id there; NULL = hostname */
-    uint32_t coord_lease_ttl_s;       /* lease (lock) lifetime after a holder dies; 0 = 5 */
-    const char *coord_auth_token;     /* etcd auth token (Authorization header); NULL = $RESIDENCY_COORD_TOKEN */
-    const char *coord_user;           /* etcd user (authenticates itself); NULL = $RESIDENCY_COORD_USER */
-    const char *coord_password;       /* its password; NULL = $RESIDENCY_COORD_PASSWORD; never logged */
-    /* A swap keeps the conversation (llama.cpp router started with --slot-save-path DIR;
-       off by default; RSD_NO_ENSURE_KV: not built, and create refuses kv_slots). */
-    bool kv_slots;                    /* save the slots of a model before an unload this ensurer makes and
-                                         restore them after that model's next load through an ensurer */
-    uint32_t kv_timeout_ms;           /* one model's saves (or restores) at most; 0 = 10000; never more
-                                         than half of what is left of the ensure's deadline */
-} rsd_ensurer_desc;
-
-/* One "make this model resident" request; strings are copied by begin. */
-typedef struct rsd_ensure_req {
-    const char *url;                  /* server base URL, "http://127.0.0.1:8080" or ".../v1" */
-    const char *model;                /* the model to make resident */
-    rsd_runtime_kind runtime;         /* AUTO = probe */
-    uint32_t context_length;          /* requested load context; 0 = none */
-    uint32_t context_ceiling;         /* clamp beside other residents; 0 = env/131072; RSD_FIT_CEILING_OFF */
-    uint32_t timeout_ms;              /* whole ensure; 0 = RSD_ENSURE_TIMEOUT_MS */
-    uint32_t probe_timeout_ms;        /* per listing/probe request; 0 = 1500 */
-    const char *bearer;               /* API key; NULL = none; never logged */
-    bool observe;                     /* observe-only for this request (never mutates) */
-    bool user_managed;                /* the target is user-managed (observe-only) */
-    bool keep_pinned;                 /* the model will be tag-pinned */
-    uint64_t free_bytes;              /* with model NULL or "": free this many bytes instead (a lease:
-                                         see rsd_ensurer_lease_return_sync) */
-    uint32_t lease_ttl_ms;            /* a free request to rsd-serve: its lease ends by itself this long
-                                         after it is taken (a crashed caller gives the bytes back);
-                                         0 = RSD_ENSURE_LEASE_TTL_MS */
-    uint64_t capacity_bytes;          /* memory the residents share (VRAM total); 0 = unknown */
-    uint64_t keep_bytes;              /* the model's footprint at context_length; 0 = its listed size */
-    uint64_t kv_bytes_per_token;      /* its KV per context token (rsd_gguf_kv_per_token): the clamp
-                                         by bytes; 0 = unknown (the fixed ceiling) */
-    uint32_t context_floor;           /* the clamp by bytes never goes below; 0 = 4096 */
-} rsd_ensure_req;
-
-/* The outcome of an ensure (final once rsd_ensurer_next_event gave its end). */
-typedef struct rsd_ensure_result {
-    int result;                       /* RSD_PENDING while running, then the final code */
-    rsd_outcome outcome;
-    rsd_decision decision;
-    rsd_reason reason;
-    rsd_runtime_kind runtime;         /* the runtime used (after detection) */
-    bool done, cache_hit, keep_resident, lock_held, loaded, mutated;
-    uint32_t requests;                /* HTTP requests sent (detection probes included) */
-    uint64_t elapsed_ms;
-    const char *message;              /* one line for the operator; "" when none */
-    int n_evicted;
-    const rsd_evicted *evicted;
-    int n_notices;
-    const rsd_reconcile_notice *notices;
-    rsd_http_op op;                   /* progress: op of the last HTTP step (LIST + op_model = waiting) */
-    const char *op_model;             /* progress: the model that step concerns ("" none) */
-    const char *load_stage;           /* progress: the stage a router's /models/sse gave for the waited
-                                         load ("fit_params", "text_model", ...; "" none) */
-    double load_progress;             /* progress: that event's value, 0..1; -1 = none */
-    const char *wire_id;              /* the model id to send requests with (LM Studio: the resolved instance) */
-    rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
-    int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
-    bool lock_waiting;                /* progress: waiting for the target lock another ensure holds */
-    uint64_t freed_bytes;             /* a free ensure: the listed sizes of what it unloaded */
-    const char *lease_id;             /* a free ensure that freed something: the lease to return
-                                         ("rsd-serve:ID" on rsd-serve, else the state directory's; ""
-                                         otherwise) */
-    int restored;                     /* a release: the models loaded back (rsd-serve: that it starts again) */
-    int kv_saved;                     /* kv_slots: slots saved before this ensure's unloads */
-    int kv_restored;                  /* kv_slots: slots restored after its load */
-} rsd_ensure_result;
-
-/* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
-RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
-/* Bytes rsd_ensurer_create(desc) allocates at most (NULL = defaults): its state directory's
-   block and etcd's coordinator included, TLS not; 0 when desc is invalid. */
-RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
-/* Releases a held lock, closes sockets, frees everything; NULL is fine. */
-RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
-/* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
-RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
-/* Never blocks. The events waiting: 0 while it runs (or nothing was begun), 1 once it has
-   ended until rsd_ensurer_next_event pulls that; RSD_ERR_ARG for NULL. */
-RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms);
-/* The end of an ensure (or lease return), once: *out is its result as rsd_ensurer_query gives
-   it, with out->result the code it ended with (RSD_OK or <0). False while it runs. */
-RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out);
-/* Poll entries of the sockets the ensure waits on; returns how many it wants. */
-RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap);
-/* Earliest absolute time step must run; 0 while its end waits to be pulled;
-   RSD_NO_DEADLINE when only sockets matter. */
-RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e);
-/* Notices so far (live while running); *out valid until the next begin. */
-RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
-/* The result so far (final once done). */
-RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out);
-/* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
-RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
-/* Blocking (lease_return_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
-   q->url required): DELETE, and rsd-serve starts what it stopped. The state directory's: loads
-   back what the free ensure unloaded (one ensure per model, at the URL recorded with it unless
-   q->url is set; q gives runtime, bearer, timeout), then forgets what came back. *out: query's
-   result. The count restored, or <0: RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no
-   such lease), RSD_ERR_ARG, or the first failed ensure's code (what failed stays in the lease). */
-RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                          rsd_ensure_result *out);
-/* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
-   next_event drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
-   a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or return is running,
-   or a state-directory lease without a state directory). */
-RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                           uint64_t now_ms);
-/* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
-RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url);
-/* The ensurer's own HTTP client (for extra requests between ensures). */
-RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e);
-/* True when a state directory (lock, attribution, generation) is in use. */
-RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e);
-/* "auto", "llamacpp", "lmstudio", "ollama"; never NULL. */
-RSD_API const char *rsd_runtime_kind_str(int kind);
-/* Parses a runtime name (as rsd_runtime_kind_str, any case; "router" = llamacpp). */
-RSD_API int rsd_runtime_kind_parse(const char *s);
-/* ==== ensure end ========================================================== */
-
 /* ==== proc ================================================================ */
 /* Manual: "PROC" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
@@ -3218,6 +3035,189 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
 /* Splits "etcd://h:p/prefix" into the gateway root ("http://h:p") and the prefix. RSD_OK or RSD_ERR_URL. */
 RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap);
 /* ==== etcd end ============================================================ */
+
+/* ==== ensure ============================================================== */
+/* Manual: "drive" in the doc block at the top of this file. */
+enum {
+    RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
+    RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
+    RSD_ENSURE_LEASE_TTL_MS = 600000, /* default ttl of an rsd-serve lease a free request takes (10 min) */
+    RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
+    RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_HTTP_REQUESTS = 2,   /* the owned client's default request slots and sockets: one ensure's
+                                       HTTP step and its /models/sse stream */
+    RSD_ENSURE_HTTP_REQUEST_BYTES = RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX +
+                                    1024, /* its default request limit: the longest URL, bearer and load body
+                                             a reconcile sends, with the head's other fields */
+    RSD_ENSURE_HTTP_HEADER_BYTES = 4096, /* its default response head limit */
+    RSD_ENSURE_HTTP_SLOT_BODY = 4096  /* its slots' own body buffer (the /models/sse stream, extra requests on
+                                         rsd_ensurer_http); the ensure's answers go to the ensurer's buffer */
+};
+
+/* Which server software a target runs. AUTO (zero) = detect by probing. */
+#define RSD_RUNTIME_KINDS(X) X(AUTO, "auto") X(LLAMACPP, "llamacpp") X(LMSTUDIO, "lmstudio") \
+    X(OLLAMA, "ollama")
+/* Runtime of an ensure. */
+typedef enum rsd_runtime_kind {
+#define RSDI_X(n, s) RSD_RUNTIME_##n,
+    RSD_RUNTIME_KINDS(RSDI_X)
+#undef RSDI_X
+    RSD_RUNTIME_KIND_NUM
+} rsd_runtime_kind;
+
+typedef struct rsd_ensurer rsd_ensurer;
+
+/* Ensurer configuration; zeroed = defaults. */
+typedef struct rsd_ensurer_desc {
+    rsd_allocator allocator;
+    rsd_logger logger;
+    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_*); allocator/logger
+                                         default to the above. The ensure's own answers are read into one
+                                         buffer of limits.max_body_bytes, not into the slots */
+    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults), in the ensurer's block */
+    rsd_runtime_kind runtime;         /* the runtime of every ensure (a request's AUTO means it, a request
+                                         naming another is refused); AUTO = any, detected by probing. A given
+                                         runtime sizes the reconcile for it alone: no LM Studio state for a
+                                         llama.cpp router or Ollama */
+    const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
+    bool no_state;                    /* no state directory: no lock, attribution, generation */
+    bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
+    uint32_t attr_arena_bytes;        /* bytes of ids an attribution as read holds (here, in the state and
+                                         etcd); 0 = the reconcile's id arena (limits.id_arena_bytes: by
+                                         default 128 per model, 8 KiB for 64) */
+    const rsd_protected_model *protected_models; /* configured ids with roles (copied) */
+    int n_protected;                  /* 0..RSD_MAX_PROTECTED */
+    const char *residency_env;        /* RESIDENCY value; NULL = getenv("RESIDENCY") per begin */
+    bool ignore_env;                  /* treat RESIDENCY (residency_env NULL) and RESIDENCY_CORESIDENT_CONTEXT as unset */
+    uint32_t cache_ttl_ms;            /* decision cache TTL; 0 = 60000 */
+    bool no_cache;                    /* no TTL fast path */
+    bool no_sse;                      /* never open GET /models/sse (llama.cpp router): poll only */
+    uint32_t sse_poll_ms;             /* poll interval while /models/sse is open; 0 = 500 */
+    /* Several hosts: lock, attribution and generation on etcd instead of the state dir. */
+    const char *coord;                /* "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD (unless ignore_env) */
+    const char *coord_host;           /* this host's id there; NULL = hostname */
+    uint32_t coord_lease_ttl_s;       /* lease (lock) lifetime after a holder dies; 0 = 5 */
+    const char *coord_auth_token;     /* etcd auth token (Authorization header); NULL = $RESIDENCY_COORD_TOKEN */
+    const char *coord_user;           /* etcd user (authenticates itself); NULL = $RESIDENCY_COORD_USER */
+    const char *coord_password;       /* its password; NULL = $RESIDENCY_COORD_PASSWORD; never logged */
+    /* A swap keeps the conversation (llama.cpp router started with --slot-save-path DIR;
+       off by default; RSD_NO_ENSURE_KV: not built, and create refuses kv_slots). */
+    bool kv_slots;                    /* save the slots of a model before an unload this ensurer makes and
+                                         restore them after that model's next load through an ensurer */
+    uint32_t kv_timeout_ms;           /* one model's saves (or restores) at most; 0 = 10000; never more
+                                         than half of what is left of the ensure's deadline */
+} rsd_ensurer_desc;
+
+/* One "make this model resident" request; strings are copied by begin. */
+typedef struct rsd_ensure_req {
+    const char *url;                  /* server base URL, "http://127.0.0.1:8080" or ".../v1" */
+    const char *model;                /* the model to make resident */
+    rsd_runtime_kind runtime;         /* AUTO = probe */
+    uint32_t context_length;          /* requested load context; 0 = none */
+    uint32_t context_ceiling;         /* clamp beside other residents; 0 = env/131072; RSD_FIT_CEILING_OFF */
+    uint32_t timeout_ms;              /* whole ensure; 0 = RSD_ENSURE_TIMEOUT_MS */
+    uint32_t probe_timeout_ms;        /* per listing/probe request; 0 = 1500 */
+    const char *bearer;               /* API key; NULL = none; never logged */
+    bool observe;                     /* observe-only for this request (never mutates) */
+    bool user_managed;                /* the target is user-managed (observe-only) */
+    bool keep_pinned;                 /* the model will be tag-pinned */
+    uint64_t free_bytes;              /* with model NULL or "": free this many bytes instead (a lease:
+                                         see rsd_ensurer_lease_return_sync) */
+    uint32_t lease_ttl_ms;            /* a free request to rsd-serve: its lease ends by itself this long
+                                         after it is taken (a crashed caller gives the bytes back);
+                                         0 = RSD_ENSURE_LEASE_TTL_MS */
+    uint64_t capacity_bytes;          /* memory the residents share (VRAM total); 0 = unknown */
+    uint64_t keep_bytes;              /* the model's footprint at context_length; 0 = its listed size */
+    uint64_t kv_bytes_per_token;      /* its KV per context token (rsd_gguf_kv_per_token): the clamp
+                                         by bytes; 0 = unknown (the fixed ceiling) */
+    uint32_t context_floor;           /* the clamp by bytes never goes below; 0 = 4096 */
+} rsd_ensure_req;
+
+/* The outcome of an ensure (final once rsd_ensurer_next_event gave its end). */
+typedef struct rsd_ensure_result {
+    int result;                       /* RSD_PENDING while running, then the final code */
+    rsd_outcome outcome;
+    rsd_decision decision;
+    rsd_reason reason;
+    rsd_runtime_kind runtime;         /* the runtime used (after detection) */
+    bool done, cache_hit, keep_resident, lock_held, loaded, mutated;
+    uint32_t requests;                /* HTTP requests sent (detection probes included) */
+    uint64_t elapsed_ms;
+    const char *message;              /* one line for the operator; "" when none */
+    int n_evicted;
+    const rsd_evicted *evicted;
+    int n_notices;
+    const rsd_reconcile_notice *notices;
+    rsd_http_op op;                   /* progress: op of the last HTTP step (LIST + op_model = waiting) */
+    const char *op_model;             /* progress: the model that step concerns ("" none) */
+    const char *load_stage;           /* progress: the stage a router's /models/sse gave for the waited
+                                         load ("fit_params", "text_model", ...; "" none) */
+    double load_progress;             /* progress: that event's value, 0..1; -1 = none */
+    const char *wire_id;              /* the model id to send requests with (LM Studio: the resolved instance) */
+    rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
+    int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
+    bool lock_waiting;                /* progress: waiting for the target lock another ensure holds */
+    uint64_t freed_bytes;             /* a free ensure: the listed sizes of what it unloaded */
+    const char *lease_id;             /* a free ensure that freed something: the lease to return
+                                         ("rsd-serve:ID" on rsd-serve, else the state directory's; ""
+                                         otherwise) */
+    int restored;                     /* a release: the models loaded back (rsd-serve: that it starts again) */
+    int kv_saved;                     /* kv_slots: slots saved before this ensure's unloads */
+    int kv_restored;                  /* kv_slots: slots restored after its load */
+} rsd_ensure_result;
+
+/* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
+RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
+/* Bytes rsd_ensurer_create(desc) allocates at most (NULL = defaults): its state directory's
+   block and etcd's coordinator included, TLS not; 0 when desc is invalid. */
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
+/* Releases a held lock, closes sockets, frees everything; NULL is fine. */
+RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
+/* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
+RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
+/* Never blocks. The events waiting: 0 while it runs (or nothing was begun), 1 once it has
+   ended until rsd_ensurer_next_event pulls that; RSD_ERR_ARG for NULL. */
+RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms);
+/* The end of an ensure (or lease return), once: *out is its result as rsd_ensurer_query gives
+   it, with out->result the code it ended with (RSD_OK or <0). False while it runs. */
+RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out);
+/* Poll entries of the sockets the ensure waits on; returns how many it wants. */
+RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run; 0 while its end waits to be pulled;
+   RSD_NO_DEADLINE when only sockets matter. */
+RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e);
+/* Notices so far (live while running); *out valid until the next begin. */
+RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
+/* The result so far (final once done). */
+RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out);
+/* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
+RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
+/* Blocking (lease_return_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
+   q->url required): DELETE, and rsd-serve starts what it stopped. The state directory's: loads
+   back what the free ensure unloaded (one ensure per model, at the URL recorded with it unless
+   q->url is set; q gives runtime, bearer, timeout), then forgets what came back. *out: query's
+   result. The count restored, or <0: RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no
+   such lease), RSD_ERR_ARG, or the first failed ensure's code (what failed stays in the lease). */
+RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                          rsd_ensure_result *out);
+/* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
+   next_event drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
+   a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or return is running,
+   or a state-directory lease without a state directory). */
+RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                           uint64_t now_ms);
+/* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
+RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url);
+/* The ensurer's own HTTP client (for extra requests between ensures). */
+RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e);
+/* True when a state directory (lock, attribution, generation) is in use. */
+RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e);
+/* "auto", "llamacpp", "lmstudio", "ollama"; never NULL. */
+RSD_API const char *rsd_runtime_kind_str(int kind);
+/* Parses a runtime name (as rsd_runtime_kind_str, any case; "router" = llamacpp). */
+RSD_API int rsd_runtime_kind_parse(const char *s);
+/* ==== ensure end ========================================================== */
 
 /* ==== fleet =============================================================== */
 /* Manual: "fleet" in the doc block at the top of this file. */
@@ -7077,2621 +7077,6 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 
 #endif /* RSD_NO_HTTP_SERVER */
 /* ==== server end ========================================================== */
-
-/* ==== >>ensure: rsd_ensurer, the reconcile over sockets =================== */
-#include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#if !defined(_WIN32) /* Windows: winsock2.h / ws2tcpip.h from the net section */
-#include <poll.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
-#endif
-
-enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE, RSDI_EN_LEASE };
-/* rsd-serve's own lease (phase LEASE): the request in flight or due */
-enum { RSDI_EN_LS_NONE = 0, RSDI_EN_LS_TAKE, RSDI_EN_LS_POLL, RSDI_EN_LS_DROP };
-/* a state-directory lease's release: read the record, ensure its next model, take it out */
-enum { RSDI_EN_REL_NONE = 0, RSDI_EN_REL_READ, RSDI_EN_REL_RUN, RSDI_EN_REL_DROP, RSDI_EN_REL_DONE };
-enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT,
-       RSDI_EN_WAIT_COORD };
-/* what a coordinator (etcd) operation the ensure waits on was for */
-enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOCK };
-/* The ensurer's etcd coordinator: always NULL in a build without etcd (its create fails
-   there), so every etcd branch of the ensure compiles out. */
-#ifdef RSD_NO_ETCD
-#define RSDI_EN_CO(e) ((rsd_etcd *)NULL)
-#else
-#define RSDI_EN_CO(e) ((e)->co)
-#endif
-/* True while the ensure detects its runtime: never in a build without detection, so
-   detection's branches of the ensure compile out. */
-#ifdef RSD_NO_DETECT
-#define RSDI_EN_DETECTING(e) ((void)(e), 0)
-#define RSDI_EN_DETECTS_NOTHING 1
-#else
-#define RSDI_EN_DETECTING(e) ((e)->phase == RSDI_EN_DETECT)
-#define RSDI_EN_DETECTS_NOTHING 0
-#endif
-/* 1 when a built-in runtime can run models as instances: LM Studio is the only one, so
-   in a build without it every instance branch of the ensure compiles out. */
-#ifdef RSD_NO_LMSTUDIO
-#define RSDI_EN_INSTANCES 0
-#else
-#define RSDI_EN_INSTANCES 1
-#endif
-/* 1 when a free request tries rsd-serve's own lease first (RSD_NO_SERVE_LEASE: 0, and
-   every branch of that lease compiles out). */
-#ifdef RSD_NO_SERVE_LEASE
-#define RSDI_EN_SERVE_LEASE 0
-#else
-#define RSDI_EN_SERVE_LEASE 1
-#endif
-#define RSDI_EN_IN_LEASE(e) (RSDI_EN_SERVE_LEASE && (e)->phase == RSDI_EN_LEASE)
-/* 1 when the ensurer can save slots around its unloads and loads (desc.kv_slots;
-   RSD_NO_ENSURE_KV: 0, and every branch of it compiles out). */
-#ifdef RSD_NO_ENSURE_KV
-#define RSDI_EN_KV_BUILT 0
-#else
-#define RSDI_EN_KV_BUILT 1
-#endif
-#define RSDI_EN_KV_ON(e) (RSDI_EN_KV_BUILT && (e)->kv != NULL)
-enum { RSDI_EN_KV_BODY = 32768, RSDI_EN_KV_TOKS = 2048, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000 };
-enum { RSDI_EN_KV_NONE = 0, RSDI_EN_KV_LIST, RSDI_EN_KV_FILE };
-/* The slot saves of desc.kv_slots (the "slot saves" section). */
-typedef struct rsdi_en_kv {
-    int phase;                        /* NONE, LIST (GET /slots?model=), FILE (one save or restore) */
-    bool save;                        /* saving before an unload (held), else restoring after the load */
-    bool restore_tried;               /* this ensure's load was looked at */
-    uint32_t timeout_ms;              /* desc.kv_timeout_ms */
-    rsd_step held;                    /* the reconcile's unload, sent when the saves are over */
-    char model[RSD_MODEL_ID_MAX];
-    uint64_t key, deadline;
-    int ids[RSDI_EN_KV_SLOTS], n, cur;
-    int saved, restored;              /* this ensure's (the result's kv_saved, kv_restored) */
-    size_t len;
-    bool over;
-    char body[RSDI_EN_KV_BODY];
-    rsd_json_tok toks[RSDI_EN_KV_TOKS];
-} rsdi_en_kv;
-enum {
-    RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
-    RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
-};
-
-typedef struct rsdi_ensure_name {
-    char host[RSD_HTTP_MAX_HOST_BYTES + 1];
-    char addr[64];
-} rsdi_ensure_name;
-
-typedef struct rsdi_ensure_det {
-    char key[RSD_TARGET_KEY_MAX];
-    rsd_runtime_kind kind;
-} rsdi_ensure_det;
-
-/* A last use this ensurer saw (an ensure that returned resident): the record without a
-   state directory, and with one what was written (one write a second at most) or is
-   still to be written (pending: the file lock was busy). */
-enum { RSDI_EN_USES = 32, RSDI_EN_USE_TEXT = 4096, RSDI_EN_USE_WRITE_MS = 1000 };
-typedef struct rsdi_ensure_use {
-    uint64_t used_ms, written_ms;
-    uint16_t key_at, model_at;        /* its key and model in the ensurer's use_text */
-    bool pending;
-} rsdi_ensure_use;
-
-/* What detection learnt that the reconcile can use: the router's instance limit, and
-   the first listing when the probe was that very GET. */
-typedef struct rsdi_en_found {
-    bool capacity_known, unlimited;
-    uint32_t max_instances;
-    const char *listing;
-    size_t listing_len;
-} rsdi_en_found;
-
-struct rsd_ensurer {
-    rsd_allocator alloc;
-    rsd_logger logger;
-    rsd_http_client *http;
-    int (*user_resolve)(void *user, const char *host, char *out, size_t cap);
-    void *user_resolve_user;
-    struct rsdi_en_kv *kv;            /* desc.kv_slots: the slot saves' state and buffers (in the block) */
-    rsd_state *st;
-    rsd_etcd *co;                     /* etcd: lock, attribution and generation (else the state dir) */
-    int co_then, co_read_err;
-    bool co_read;                     /* this ensure's first read from etcd is done */
-    bool co_told;                     /* this ensure said the etcd record is corrupt */
-    int n_prot_all;                   /* the configured protected models plus the other hosts', each once */
-    rsd_protected_model prot_all[RSD_MAX_PROTECTED];
-    bool prot_over;                   /* they were more than RSD_MAX_PROTECTED: some are not known */
-    rsd_state_lock lk;
-    bool lk_active;
-    rsd_state_lock alk;               /* the attribution-file lock of a COMMIT */
-    bool alk_active;
-    int n_chg;
-    rsd_attr_change chg[RSDI_EN_MAX_CHANGES]; /* the COMMIT's changes (views into the machine's result) */
-    bool ignore_env, has_env, no_cache, lock_fail_closed;
-    char env[128];
-    int n_protected;
-    rsd_protected_model prot[RSD_MAX_PROTECTED]; /* ids in the ensurer's block, each its own length */
-    rsd_decision_cache *cache;        /* in the ensurer's block; NULL with desc.no_cache */
-    rsdi_ensure_name names[RSD_ENSURE_MAX_NAMES];
-    int names_next;
-    rsdi_ensure_det det[RSD_ENSURE_MAX_NAMES];
-    int det_next;
-    /* /models/sse (llama.cpp router): targets known to lack it, the open stream */
-    bool no_sse;
-    uint32_t sse_poll_ms;
-    char nosse[RSD_ENSURE_MAX_NAMES][RSD_TARGET_KEY_MAX];
-    int nosse_next;
-    bool sse_open, sse_fresh, sse_fast, sse_tried; /* tried: opened once in this ensure */
-    bool hit;                         /* the current ensure ended on the TTL fast path */
-    rsd_cache_hit hit_v;              /* that hit */
-    rsd_http_req_h sse_h;
-    uint64_t rwake;                   /* the reconcile's own wake of the current WAIT */
-    uint32_t sse_events, sse_wakes, n_pend;
-    uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
-    char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
-    /* the current ensure */
-    int phase, final, waiting, error;
-    bool inflight, reconciling, observe, user_managed, keep_pinned;
-    bool timeout_given;               /* q->timeout_ms was set (else the runtime's default) */
-    bool env_warned;                  /* the ENV_UNKNOWN notice was given (once per ensurer) */
-    rsdi_en_found found;              /* what detection found (kept while etcd is read first) */
-    rsd_http_req_h h;
-    rsd_runtime_kind kind;
-    rsd_runtime_kind only_kind;       /* desc.runtime: the one runtime it serves (AUTO = any) */
-    const rsd_runtime *rt;            /* the runtime of the current run */
-    rsd_outcome outcome;
-    uint32_t ctx, ctx_ceiling, ctx_floor, timeout_ms, probe_ms, probe_ms_req, requests;
-    uint64_t cap_bytes, keep_bytes, kv_per_token;
-    uint64_t t0, deadline, wake, last_now, elapsed;
-    rsd_http_op op;
-    char op_model[RSD_MODEL_ID_MAX];
-    char url[RSD_RECONCILE_URL_MAX];
-    char root[RSD_RECONCILE_URL_MAX];
-    char model[RSD_MODEL_ID_MAX];
-    char bearer[RSD_RECONCILE_BEARER_MAX];
-    char key[RSD_TARGET_KEY_MAX];
-    /* The key of url, kept while the next ensure names the same URL and runtime: a
-       decision-cache hit then normalises nothing. */
-    bool memo_ok;                     /* memo_key is url's under memo_kind */
-    rsd_runtime_kind memo_kind;
-    char memo_key[RSD_TARGET_KEY_MAX];
-    char message[RSD_RECONCILE_TEXT_MAX];
-    rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
-    int n_ours, n_owned;
-    const char *ours[RSD_RECONCILE_MAX_OURS];
-    rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
-    char *mem;                        /* no state dir: the instances this ensurer loaded, "key\0model\0inst\0"
-                                         each, in mem_used of mem_cap bytes (attr_arena_bytes, in the ensurer's
-                                         block; none when its runtime has no instances) */
-    char *mem_own;                    /* ... or allocated at create when the state directory could not be opened */
-    size_t mem_cap, mem_used;
-    rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
-                                         directory or etcd, else NULL); the last-use and lease records are
-                                         read into the state's own scratch set, each used before the next read */
-    char *attr_arena;                 /* attrs' ids (attr_arena_bytes, after the set in the scratch region;
-                                         set up again at each read: detection uses the region before) */
-    size_t attr_arena_bytes;
-    bool attr_over_told;              /* this ensure said the attribution does not fit attr_arena_bytes */
-    uint64_t free_bytes;              /* a free ensure: the bytes asked */
-    char lease_id[48];                /* a free ensure: its lease ("" none) */
-    /* rsd-serve's own lease (phase LEASE): a free ensure's POST /_rsd/lease and GET polls, or a
-       release's DELETE; its answers go to the reconcile's buffer (not reconciling then) */
-    int ls;                           /* RSDI_EN_LS_*: the request in flight or due */
-    bool ls_used;                     /* this ensure (or release) spoke to rsd-serve's lease endpoint */
-    bool ls_over;                     /* its answer did not fit the buffer */
-    uint32_t lease_ttl_ms, ls_delay;  /* the ttl sent; the next poll's delay (fast first, doubling) */
-    size_t ls_len;                    /* bytes of the answer so far */
-    uint64_t ls_id, ls_granted, ls_requested;
-    int n_ls_stopped;                 /* the models it stopped (a release: that rsd-serve starts again), in
-                                         ls_stopped */
-    /* a state-directory lease's release (rsd_ensurer_lease_return_begin): one ensure per model */
-    int rel;                          /* RSDI_EN_REL_*: what the next step does */
-    bool done_taken;                  /* the ended ensure's (or release's) event was pulled */
-    int rel_final, rel_err, rel_n;    /* its code; the first failed ensure's; models back */
-    uint32_t rel_kept;                /* the record's first entries that did not come back */
-    bool rel_url_given, rel_resolve, rel_ran; /* the record's file lock between ensures: alk */
-    rsd_ensure_req rel_q;             /* the release's request (its strings: e->url when given, e->bearer) */
-    char rel_key[64];
-    rsd_outcome rel_outcome;          /* the first failed ensure's words */
-    rsd_decision rel_decision;
-    rsd_reason rel_reason;
-    char rel_msg[RSD_RECONCILE_TEXT_MAX];
-    int n_last, n_uses;
-    rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
-    rsdi_ensure_use uses[RSDI_EN_USES];
-    uint32_t use_len;                 /* bytes of use_text in use: each use's key NUL model NUL, in uses' order */
-    char use_text[RSDI_EN_USE_TEXT];
-    rsd_detect *detect;               /* while detecting (its tokens are rc's): in the block's scratch region,
-                                         which the attribution uses once the run starts; NULL for one runtime */
-    rsd_reconcile *rc;                /* the reconcile, at the end of the ensurer's block */
-    const rsd_reconcile_result *res;  /* its result */
-    rsd_json_tok *toks;               /* its tokens and answers' buffer (rsd_reconcile_scratch): detection's */
-    uint32_t n_toks;                  /* and a lease's while it does not run */
-    char *ans;
-    size_t ans_cap;
-    rsd_evicted *ls_stopped;          /* a lease's stopped models: the reconcile's evicted rows, borrowed
-                                         (rsdi_rc_evicted_rows; ids after the lease's answer in ans) */
-};
-
-/* The runtime adapter of a kind (NULL for AUTO). */
-RSDI_PRIVATE const rsd_runtime *rsdi_en_runtime_of(rsd_runtime_kind kind) {
-    switch (kind) {
-    case RSD_RUNTIME_LLAMACPP: return rsd_runtime_router();
-    case RSD_RUNTIME_OLLAMA: return rsd_runtime_ollama();
-    case RSD_RUNTIME_LMSTUDIO: return rsd_runtime_lmstudio();
-    default: return NULL;
-    }
-}
-
-/* ---- helpers ------------------------------------------------------------------ */
-RSDI_PRIVATE uint64_t rsdi_en_wall_ms(void) { return rsdi_wall_ms(); }
-
-RSDI_PRIVATE bool rsdi_en_ieq(const char *a, const char *b) {
-    for (; *a && *b; a++, b++)
-        if (rsdi_ascii_lower(*a) != rsdi_ascii_lower(*b)) return false;
-    return *a == *b;
-}
-
-/* The client's resolve hook: names resolved by rsd_ensurer_resolve_sync, then the user's. */
-RSDI_PRIVATE int rsdi_en_resolve_hook(void *user, const char *host, char *out, size_t cap) {
-    rsd_ensurer *e = (rsd_ensurer *)user;
-    int i;
-    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
-        if (e->names[i].host[0] && rsdi_en_ieq(e->names[i].host, host))
-            return rsdi_cpy(out, cap, e->names[i].addr) ? 0 : RSD_ERR_BUFFER;
-    if (e->user_resolve) return e->user_resolve(e->user_resolve_user, host, out, cap);
-    return RSD_ERR_RESOLVE;
-}
-
-RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32_t cap);
-
-/* ASCII case-insensitive prefix test of a header value. */
-RSDI_PRIVATE bool rsdi_en_has_prefix(rsd_str v, const char *lit) {
-    size_t i;
-    for (i = 0; lit[i]; i++)
-        if (i >= v.len || rsdi_ascii_lower(v.ptr[i]) != lit[i]) return false;
-    return true;
-}
-
-/* ---- /models/sse: wake a router WAIT at the "loaded" event (the poll still confirms) ---- */
-RSDI_PRIVATE bool rsdi_en_nosse(const rsd_ensurer *e) {
-    int i;
-    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
-        if (e->nosse[i][0] && strcmp(e->nosse[i], e->key) == 0) return true;
-    return false;
-}
-
-/* One event of the stream (called from inside rsd_http_client_step). During a WAIT it
-   goes to rsd_reconcile_event; between WAITs (a poll or the load POST in flight) it is
-   kept and replayed when the next WAIT begins. */
-RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
-    rsd_ensurer *e = (rsd_ensurer *)user;
-    if (!e->sse_open || !e->reconciling || e->phase != RSDI_EN_RUN) return;
-    e->sse_events++;
-    if (e->waiting == RSDI_EN_WAIT_WAKE) {
-        if (rsd_reconcile_event(e->rc, ev->data.ptr, ev->data.len, e->last_now) == 1) {
-            e->wake = e->last_now;
-            e->sse_wakes++;
-        }
-        return;
-    }
-    if (ev->data.len >= (size_t)RSD_ENSURE_SSE_EVENT_BYTES) {
-        e->sse_fast = true; /* could not keep it: the next WAIT polls on the fast schedule */
-        return;
-    }
-    if (e->n_pend == (uint32_t)RSD_ENSURE_SSE_PENDING) { /* full: the newest matter, drop the oldest */
-        memmove(e->pend[0], e->pend[1], sizeof e->pend[0] * (RSD_ENSURE_SSE_PENDING - 1));
-        memmove(e->pend_len, e->pend_len + 1, sizeof e->pend_len[0] * (RSD_ENSURE_SSE_PENDING - 1));
-        e->n_pend--;
-    }
-    if (ev->data.len) memcpy(e->pend[e->n_pend], ev->data.ptr, ev->data.len);
-    e->pend_len[e->n_pend++] = (uint32_t)ev->data.len;
-}
-
-/* Opens GET <root>/models/sse for the current router target; false = poll only. */
-RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
-    char url[RSD_RECONCILE_URL_MAX + 16]; /* rsd_http_send copies it */
-    rsd_http_request q;
-    rsd_http_header h;
-    if (e->sse_open) return true;
-    if (e->sse_tried || e->no_sse || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
-    if (RSD_SNPRINTF(url, sizeof url, "%s/models/sse", e->root) >= (int)sizeof url) return false;
-    memset(&q, 0, sizeof q);
-    h.name = rsd_str_c("Accept");
-    h.value = rsd_str_c("text/event-stream");
-    q.url = url;
-    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    q.headers = &h;
-    q.num_headers = 1;
-    q.connect_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
-    q.total_timeout_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
-    q.on_sse = rsdi_en_on_sse;
-    q.user = e;
-    if (rsd_http_send(e->http, &q, now_ms, &e->sse_h) < 0) return false; /* e.g. no slot: poll */
-    e->requests++;
-    e->sse_open = e->sse_tried = true;
-    e->sse_fast = false;
-    e->n_pend = 0;
-    return true;
-}
-
-/* Cancels one of the ensure's requests and takes its event at once: the client keeps a
-   slot until its event is taken, and the next ensure needs both slots. Events before it are
-   dropped, as the step drops every event that is not the ensure's. */
-RSDI_PRIVATE void rsdi_en_cancel(rsd_ensurer *e, rsd_http_req_h h) {
-    rsd_http_event ev;
-    if (rsd_http_cancel(e->http, h) != RSD_OK) return;
-    while (rsd_http_next_event(e->http, &ev) && ev.req.id != h.id) {
-    }
-}
-
-/* Closes the stream when the ensure ends. */
-RSDI_PRIVATE void rsdi_en_sse_close(rsd_ensurer *e) {
-    if (e->sse_open) rsdi_en_cancel(e, e->sse_h);
-    e->sse_open = false;
-    e->n_pend = 0;
-}
-
-/* The stream ended by itself: a refusal (not 200 text/event-stream, or an error before
-   any answer) marks the target as without SSE; any end restores the reconcile's schedule. */
-RSDI_PRIVATE void rsdi_en_sse_ended(rsd_ensurer *e, const rsd_http_event *ev) {
-    rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
-    bool refused = ev->result == RSD_OK
-                       ? (ev->status != 200 || !rsdi_en_has_prefix(ct, "text/event-stream"))
-                       : (ev->result != RSD_ERR_CANCELLED && ev->result != RSD_ERR_TIMEOUT &&
-                          ev->result != RSD_ERR_CLOSED && ev->status == 0);
-    e->sse_open = false;
-    e->n_pend = 0;
-    if (refused) {
-        (void)rsdi_cpy(e->nosse[e->nosse_next], RSD_TARGET_KEY_MAX, e->key);
-        e->nosse_next = (e->nosse_next + 1) % RSD_ENSURE_MAX_NAMES;
-    }
-    if (e->waiting == RSDI_EN_WAIT_WAKE && e->wake > e->rwake) e->wake = e->rwake;
-}
-
-/* A WAIT begins: with the stream open (opened now if a router WAIT has none yet), replay
-   the events kept since the last WAIT, then poll every sse_poll_ms instead of the fast
-   schedule -- the stream gives the latency, the poll only confirms. Not slowed: the first
-   WAIT after opening here (an event may have come before the subscription), after a lost
-   event, or when the slower poll would come within a probe timeout of the deadline. */
-RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
-    uint64_t later;
-    uint32_t i;
-    bool woke = false;
-    if (!e->sse_open && rsdi_en_sse_open(e, now_ms)) e->sse_fresh = true;
-    if (!e->sse_open) return;
-    for (i = 0; i < e->n_pend; i++)
-        if (rsd_reconcile_event(e->rc, e->pend[i], e->pend_len[i], now_ms) == 1) woke = true;
-    e->n_pend = 0;
-    if (woke) {
-        e->wake = now_ms;
-        e->sse_wakes++;
-        e->sse_fast = false;
-        return;
-    }
-    if (e->sse_fresh || e->sse_fast) {
-        e->sse_fresh = e->sse_fast = false;
-        return;
-    }
-    later = now_ms + e->sse_poll_ms;
-    if (later > e->wake && later + e->probe_ms < e->deadline) e->wake = later;
-}
-
-/* Releases the target lock and a COMMIT's attribution lock, if held or waited for. */
-RSDI_PRIVATE void rsdi_en_unlock_all(rsd_ensurer *e) {
-    /* etcd: the next steps delete the key, else its lease */
-    if (RSDI_EN_CO(e)) (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), e->last_now);
-    if (e->alk_active && e->st) rsd_state_unlock(e->st, &e->alk);
-    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
-    e->alk_active = e->lk_active = false;
-}
-
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 4, 5)))
-#endif
-RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const char *fmt, ...) {
-    char msg[sizeof e->message];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    (void)rsdi_url_redact(msg, e->message, sizeof e->message); /* a URL's password as *** */
-    if (e->inflight) rsdi_en_cancel(e, e->h);
-    e->inflight = false;
-    rsdi_en_sse_close(e);
-    rsdi_en_unlock_all(e);
-    e->reconciling = false;
-    e->outcome = RSD_OUTCOME_DEGRADED;
-    e->error = err < 0 ? err : RSD_ERR_STATE;
-    e->final = e->error;
-    e->phase = RSDI_EN_DONE;
-    e->waiting = RSDI_EN_WAIT_NONE;
-    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
-    rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", e->message);
-}
-
-RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e);
-RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const char *ext,
-                                           const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
-                                           bool count_removed);
-RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
-RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st);
-RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc);
-RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d);
-RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms);
-RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
-RSDI_PRIVATE int rsdi_state_lock_code(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms);
-RSDI_PRIVATE long rsdi_state_pid(void);
-RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
-RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const char *new_key);
-
-/* A free ensure unloaded something: its lease, "lease|<id>" in the state directory
-   (attr/<name>.lease, the attribution's format: model = what went, instance = the URL).
-   The id is new, so nobody else writes that record: no file lock. */
-RSDI_PRIVATE void rsdi_en_lease_write(rsd_ensurer *e) {
-    rsd_attr_change ch[RSD_MAX_RESIDENTS];
-    char key[64];
-    int k, n = 0;
-    if (!e->st) return;
-    (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, "%llx-%lx", (unsigned long long)rsdi_en_wall_ms(),
-                       (unsigned long)rsdi_state_pid());
-    (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", e->lease_id);
-    for (k = 0; k < e->res->n_evicted && n < RSD_MAX_RESIDENTS; k++) {
-        if (e->res->evicted[k].displaced) continue;
-        ch[n].model = e->res->evicted[k].id;
-        ch[n].instance = e->url;
-        ch[n++].remove = false;
-    }
-    if (n && rsdi_record_update_locked(e->st, key, ".lease", ch, n, rsdi_en_wall_ms(), false) < 0)
-        e->lease_id[0] = '\0'; /* not recorded: nothing to release */
-}
-
-RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
-    rsdi_en_sse_close(e);
-    rsdi_en_unlock_all(e);
-    e->final = e->res->error;
-    e->phase = RSDI_EN_DONE;
-    e->waiting = RSDI_EN_WAIT_NONE;
-    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
-    if (e->res->outcome == RSD_OUTCOME_RESIDENT || e->res->keep_resident) rsdi_en_touch(e);
-    if (e->free_bytes && e->res->n_evicted) rsdi_en_lease_write(e);
-}
-
-/* ---- create / destroy ---------------------------------------------------------- */
-/* The owned client's desc: the user's, with the ensurer's defaults where it is zero (one
-   HTTP step and the /models/sse stream at a time; the step's answer goes to the ensurer's
-   body buffer, so the slots' own buffers only hold the stream and extra requests). */
-RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
-    static const rsdi_dflt t[] = {
-        RSDI_DFLT(rsd_http_client_desc, max_requests, RSD_ENSURE_HTTP_REQUESTS),
-        RSDI_DFLT(rsd_http_client_desc, max_conns, RSD_ENSURE_HTTP_REQUESTS),
-        RSDI_DFLT(rsd_http_client_desc, max_request_bytes, RSD_ENSURE_HTTP_REQUEST_BYTES),
-        RSDI_DFLT(rsd_http_client_desc, max_header_bytes, RSD_ENSURE_HTTP_HEADER_BYTES),
-        RSDI_DFLT(rsd_http_client_desc, max_body_bytes, RSD_ENSURE_HTTP_SLOT_BODY)};
-    rsd_http_client_desc hd = d->http;
-    if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
-    if (!hd.logger.fn) hd.logger = d->logger;
-    rsdi_defaults(&hd, t, sizeof t / sizeof t[0]);
-    return hd;
-}
-
-/* The reconcile's limits: the user's, with the ensurer's runtime; false when desc.runtime
-   is out of range. */
-RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits *lim) {
-    *lim = d->limits;
-    if ((int)d->runtime < 0 || (int)d->runtime >= (int)RSD_RUNTIME_KIND_NUM) return false;
-    if (!lim->runtime) lim->runtime = rsdi_en_runtime_of(d->runtime);
-#if defined(RSD_NO_LMSTUDIO) && defined(RSD_NO_OLLAMA)
-    if (!lim->runtime) lim->runtime = rsd_runtime_router(); /* the one runtime in the build: no room for instances */
-#endif
-    return true;
-}
-
-/* The ensurer's own block: the struct, the decision cache (unless no_cache), the in-memory
-   instance records (a runtime with instances, no state directory), the scratch region
-   (detection, then the attribution), the protected ids, the reconcile (its footprint; the
-   answers' buffer is among its tables). */
-typedef struct rsdi_en_sizes {
-    size_t cache, mem, scratch, attr, prot, rc, kv, total;
-    bool lms;                         /* the reconcile keeps instances (LM Studio's state) */
-} rsdi_en_sizes;
-
-/* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
-RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
-    const char *cu = d->coord ? d->coord : d->ignore_env ? NULL : getenv("RESIDENCY_COORD");
-    return cu && cu[0] ? cu : NULL;
-}
-
-/* The in-memory instance records: as many bytes as the attribution's ids (attr), so that they
-   never take more than the state directory's block they stand in for. */
-RSDI_PRIVATE size_t rsdi_en_mem_bytes(size_t attr) { return rsdi_al8(attr); }
-
-RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
-    rsd_reconcile_limits z = *lim;
-    int i;
-    if (d->kv_slots && !RSDI_EN_KV_BUILT) return false;
-    if (rsd_reconcile_limits_fill(&z) != RSD_OK || !(b->rc = rsdi_al8(rsd_reconcile_footprint(lim)))) return false;
-    /* the limits' rule: a runtime with instances keeps their state */
-    b->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
-    b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
-    /* the in-memory instance records serve only without a state directory and etcd (when the
-       directory cannot be opened, create allocates them then) */
-    /* the attribution's ids: desc.attr_arena_bytes, by default as many as the reconcile
-       keeps (its ours and owned ids go there) */
-    b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.id_arena_bytes;
-    b->mem = RSDI_EN_INSTANCES && b->lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes(b->attr) : 0;
-    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
-       attribution (with a state directory or etcd; the last uses and a lease are read into
-       the state's own scratch) */
-    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(b->attr) : 0;
-    if (!RSDI_EN_DETECTS_NOTHING && d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect)))
-        b->scratch = rsdi_al8(sizeof(rsd_detect)); /* a build without detection never holds its state */
-    b->prot = 0;
-    for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->kv = RSDI_EN_KV_BUILT && d->kv_slots ? rsdi_al8(sizeof(rsdi_en_kv)) : 0;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->rc + b->prot + b->kv;
-    return true;
-}
-
-/* The state directory's desc (attr: the attribution's ids, as the ensurer's own set). */
-RSDI_PRIVATE rsd_state_desc rsdi_en_state_desc(const rsd_ensurer_desc *d, size_t attr) {
-    rsd_state_desc sd;
-    memset(&sd, 0, sizeof sd);
-    sd.dir = d->state_dir;
-    sd.lock_fail_closed = d->lock_fail_closed;
-    sd.attr_arena_bytes = (uint32_t)attr;
-    sd.allocator = d->allocator;
-    sd.logger = d->logger;
-    return sd;
-}
-
-/* The coordinator's desc for the URL cu (the client's resolver apart). */
-RSDI_PRIVATE rsd_etcd_desc rsdi_en_etcd_desc(const rsd_ensurer_desc *d, const char *cu, size_t attr) {
-    rsd_etcd_desc cd;
-    memset(&cd, 0, sizeof cd);
-    cd.url = cu;
-    cd.logger = d->logger;
-#ifndef RSD_NO_ETCD /* else create only says that etcd is not in this build */
-    cd.host_id = d->coord_host;
-    cd.lease_ttl_s = d->coord_lease_ttl_s;
-    cd.attr_arena_bytes = (uint32_t)attr;
-#define RSDI_EN_COORD_ENV(f, name) (d->f ? d->f : d->ignore_env ? NULL : getenv(name))
-    cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
-    cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
-    cd.auth_password = RSDI_EN_COORD_ENV(coord_password, "RESIDENCY_COORD_PASSWORD");
-#undef RSDI_EN_COORD_ENV
-    cd.fail_closed = d->lock_fail_closed;
-    cd.protected_models = d->protected_models;
-    cd.n_protected = d->n_protected;
-    cd.http = d->http; /* TLS options, limits */
-    cd.allocator = d->allocator;
-#else
-    (void)attr;
-#endif
-    return cd;
-}
-
-RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
-    rsd_ensurer_desc d;
-    rsd_http_client_desc hd;
-    rsd_reconcile_limits lim;
-    rsd_ensurer *e;
-    rsdi_en_sizes b;
-    char *at;
-    int i;
-    if (desc) d = *desc;
-    else memset(&d, 0, sizeof d);
-    if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
-        (d.n_protected && !d.protected_models) || !rsdi_en_limits(&d, &lim) || (d.kv_slots && !RSDI_EN_KV_BUILT)) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
-                 d.kv_slots && !RSDI_EN_KV_BUILT ? "ensurer: kv_slots: not in this build (RSD_NO_ENSURE_KV)"
-                                                 : "ensurer: invalid desc", RSDI_WHERE);
-        return NULL;
-    }
-    for (i = 0; i < d.n_protected; i++) {
-        rsd_str id = d.protected_models[i].model_id;
-        if ((!id.ptr && id.len) || id.len >= (lim.max_id_bytes ? lim.max_id_bytes : (size_t)RSD_MODEL_ID_MAX) ||
-            (int)d.protected_models[i].role < 0 ||
-            (int)d.protected_models[i].role >= (int)RSD_ROLE_NUM) {
-            rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: bad protected model",
-                     RSDI_WHERE);
-            return NULL;
-        }
-    }
-    if (!rsdi_en_block(&d, &lim, &b)) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid limits", RSDI_WHERE);
-        return NULL;
-    }
-    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, b.total);
-    if (!e) {
-        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "ensurer: allocation failed", RSDI_WHERE);
-        return NULL;
-    }
-    memset(e, 0, b.total);
-    at = (char *)e + rsdi_al8(sizeof *e);
-    if (b.cache) e->cache = (rsd_decision_cache *)(void *)at;
-    at += b.cache;
-    if (b.mem) e->mem = at;
-    e->mem_cap = b.mem;
-    at += b.mem;
-    if (!d.no_state || rsdi_en_coord_url(&d)) {
-        e->attrs = (rsd_attr_set *)(void *)at;
-        e->attr_arena = at + rsdi_al8(sizeof(rsd_attr_set));
-        e->attr_arena_bytes = b.attr;
-        (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
-    }
-    if (!RSDI_EN_DETECTS_NOTHING && d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
-    at += b.scratch;
-    e->rc = (rsd_reconcile *)(void *)at;
-    at += b.rc;
-    if (b.kv) {
-        e->kv = (rsdi_en_kv *)(void *)at;
-        e->kv->timeout_ms = d.kv_timeout_ms ? d.kv_timeout_ms : (uint32_t)RSDI_EN_KV_TIMEOUT_MS;
-    }
-    at += b.kv;
-    e->only_kind = d.runtime;
-    e->alloc = d.allocator;
-    e->logger = d.logger;
-    hd = rsdi_en_http_desc(&d);
-    e->user_resolve = hd.resolve_fn;
-    e->user_resolve_user = hd.resolve_user;
-    hd.resolve_fn = rsdi_en_resolve_hook;
-    hd.resolve_user = e;
-    if ((i = rsd_reconcile_init(e->rc, b.rc, &lim)) < 0) { /* rsdi_en_block checked the limits */
-        rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE, "ensurer: reconcile: %s",
-                  rsd_result_str(i));
-        rsd_ensurer_destroy(e); /* destroy takes what create has set up so far */
-        return NULL;
-    }
-    e->res = rsd_reconcile_result_of(e->rc);
-    e->ls_stopped = rsdi_rc_evicted_rows(e->rc);
-    rsd_reconcile_scratch(e->rc, &e->toks, &e->n_toks, &e->ans, &e->ans_cap);
-    e->http = rsd_http_client_create(&hd);
-    if (!e->http) {
-        rsd_ensurer_destroy(e);
-        return NULL;
-    }
-    if (!d.no_state) {
-        rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
-        e->st = rsd_state_create(&sd, NULL); /* NULL: run without it (fail-open) */
-        if (!e->st && !rsdi_en_coord_url(&d) && RSDI_EN_INSTANCES && b.lms) { /* instances kept in memory */
-            e->mem = e->mem_own = (char *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes(b.attr));
-            e->mem_cap = e->mem ? rsdi_en_mem_bytes(b.attr) : 0;
-            if (!e->mem)
-                rsdi_log(&d.logger, RSD_LOG_WARN, RSD_LOGITEM_ALLOC_FAILED,
-                         "ensurer: no room for the in-memory instance records; instances it loads are not its own",
-                         RSDI_WHERE);
-        }
-    }
-    {
-        const char *cu = rsdi_en_coord_url(&d);
-        if (cu && e->attrs) {
-            rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, cu, b.attr);
-            cd.http.resolve_fn = hd.resolve_fn;
-            cd.http.resolve_user = hd.resolve_user;
-            if ((e->co = rsd_etcd_create(&cd)) == NULL) { /* a bad coordinator is a configuration error */
-                rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
-                          "ensurer: cannot use the coordinator '%.200s'", cu);
-                rsd_ensurer_destroy(e);
-                return NULL;
-            }
-        }
-    }
-    e->lock_fail_closed = d.lock_fail_closed;
-    e->ignore_env = d.ignore_env;
-    if (d.residency_env) {
-        e->has_env = true;
-        if (!rsdi_cpy(e->env, sizeof e->env, d.residency_env)) e->env[0] = '\0';
-    }
-    e->no_cache = d.no_cache;
-    e->no_sse = d.no_sse;
-    e->sse_poll_ms = d.sse_poll_ms ? d.sse_poll_ms : (uint32_t)RSD_ENSURE_SSE_POLL_MS;
-    if (e->cache) e->cache->ttl_ms = d.cache_ttl_ms;
-    e->n_protected = d.n_protected;
-    for (i = 0; i < d.n_protected; i++) { /* at: the protected ids' room, each id's length + 1 */
-        rsd_str id = d.protected_models[i].model_id;
-        if (id.len) memcpy(at, id.ptr, id.len);
-        at[id.len] = '\0';
-        e->prot[i].model_id = rsd_str_c(at);
-        e->prot[i].role = d.protected_models[i].role;
-        at += id.len + 1;
-    }
-    e->lk.fd = -1;
-    e->alk.fd = -1;
-    e->phase = RSDI_EN_IDLE;
-    e->final = RSD_ERR_STATE;
-    return e;
-}
-
-#define RSDI_EN_USE_KEY(e, u) ((e)->use_text + (u)->key_at)
-#define RSDI_EN_USE_MODEL(e, u) ((e)->use_text + (u)->model_at)
-
-/* Writes the last uses a busy file lock held back: one try each (wait: the bounded
-   blocking wait, at destroy). */
-RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
-    int k;
-    for (k = 0; k < e->n_uses && e->st; k++) {
-        rsdi_ensure_use *u = &e->uses[k];
-        const char *key = RSDI_EN_USE_KEY(e, u), *model = RSDI_EN_USE_MODEL(e, u);
-        if (!u->pending) continue;
-        if ((wait ? rsd_state_used_touch_sync(e->st, key, model, u->used_ms)
-                  : rsd_state_used_touch(e->st, key, model, u->used_ms)) == RSD_PENDING)
-            continue;
-        u->pending = false;
-        u->written_ms = u->used_ms;
-    }
-}
-
-/* The oldest use goes (written out first when its lock was busy), its ids with it: the
-   text keeps the uses' order without holes. */
-RSDI_PRIVATE void rsdi_en_use_drop_oldest(rsd_ensurer *e) {
-    rsdi_ensure_use *u = &e->uses[0];
-    size_t at, n;
-    int k, o;
-    for (k = 1; k < e->n_uses; k++)
-        if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
-    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms);
-    at = u->key_at;
-    n = u->model_at + strlen(RSDI_EN_USE_MODEL(e, u)) + 1 - at;
-    memmove(e->use_text + at, e->use_text + at + n, e->use_len - at - n);
-    e->use_len -= (uint32_t)n;
-    for (k = 0, o = 0; k < e->n_uses; k++) {
-        rsdi_ensure_use v = e->uses[k];
-        if (&e->uses[k] == u) continue;
-        if (v.key_at > at) {
-            v.key_at = (uint16_t)(v.key_at - n);
-            v.model_at = (uint16_t)(v.model_at - n);
-        }
-        e->uses[o++] = v;
-    }
-    e->n_uses = o;
-}
-
-/* An ensure returned resident: a use of (key, model) now, on the wall clock (shared by
-   every process on the host and comparable with a server's status.last_used). The table
-   holds RSDI_EN_USES uses and RSDI_EN_USE_TEXT bytes of their ids; when either is full the
-   oldest goes. */
-RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
-    uint64_t wall = rsdi_en_wall_ms();
-    rsdi_ensure_use *u = NULL;
-    size_t kl = strlen(e->key), ml = strlen(e->model);
-    int k;
-    if (!e->key[0] || !e->model[0]) return;
-    for (k = 0; k < e->n_uses && !u; k++)
-        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0 && strcmp(RSDI_EN_USE_MODEL(e, &e->uses[k]), e->model) == 0)
-            u = &e->uses[k];
-    if (!u) {
-        if (kl + ml + 2 > sizeof e->use_text) return; /* never: a key and a model fit (256 + 256 bytes) */
-        while (e->n_uses && (e->n_uses >= RSDI_EN_USES || e->use_len + kl + ml + 2 > sizeof e->use_text))
-            rsdi_en_use_drop_oldest(e);
-        u = &e->uses[e->n_uses++];
-        memset(u, 0, sizeof *u);
-        u->key_at = (uint16_t)e->use_len;
-        memcpy(e->use_text + e->use_len, e->key, kl + 1);
-        u->model_at = (uint16_t)(e->use_len + kl + 1);
-        memcpy(e->use_text + u->model_at, e->model, ml + 1);
-        e->use_len += (uint32_t)(kl + ml + 2);
-    }
-    if (wall > u->used_ms) u->used_ms = wall;
-    if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
-    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms) == RSD_PENDING) {
-        u->pending = true;
-    } else {
-        u->pending = false;
-        u->written_ms = u->used_ms;
-    }
-}
-
-/* The target's last uses for the reconcile: the state directory's record, and this
-   ensurer's own (newer, or not written yet). The record is read into the state's scratch
-   set, so this is the last state call before rsd_reconcile_begin copies them. */
-RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
-    const rsd_attr_set *used = e->st ? rsdi_state_scratch(e->st) : NULL;
-    size_t i;
-    int k;
-    e->n_last = 0;
-    if (used && rsd_state_used_load(e->st, e->key, rsdi_state_scratch(e->st)) > 0)
-        for (i = 0; i < used->count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
-            e->last[e->n_last].model = used->items[i].model;
-            e->last[e->n_last++].used_ms = used->items[i].loaded_at_ms;
-        }
-    for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
-        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0) {
-            e->last[e->n_last].model = RSDI_EN_USE_MODEL(e, &e->uses[k]);
-            e->last[e->n_last++].used_ms = e->uses[k].used_ms;
-        }
-}
-
-RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
-    rsd_allocator a;
-    if (!e) return;
-    rsdi_en_uses_flush(e, true);
-    rsdi_en_unlock_all(e);
-    rsd_etcd_destroy(e->co);
-    rsd_http_client_destroy(e->http);
-    rsd_state_destroy(e->st);
-    a = e->alloc;
-    rsdi_free(&a, e->mem_own);
-    rsdi_free(&a, e);
-}
-
-RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
-    rsd_ensurer_desc d;
-    rsd_http_client_desc hd;
-    rsd_reconcile_limits lim;
-    size_t http, total, co = 0;
-    rsdi_en_sizes b;
-    const char *cu;
-    if (desc) d = *desc;
-    else memset(&d, 0, sizeof d);
-    hd = rsdi_en_http_desc(&d);
-    if (d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED || (d.n_protected && !d.protected_models) ||
-        !rsdi_en_limits(&d, &lim) || rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) ||
-        !rsdi_en_block(&d, &lim, &b))
-        return 0;
-    total = b.total + http; /* the reconcile is in the block */
-    if (!d.no_state) {
-        rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
-        total += rsdi_state_footprint(&sd);
-    }
-    if ((cu = rsdi_en_coord_url(&d)) != NULL) {
-        rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, cu, b.attr);
-        if (!(co = rsdi_etcd_footprint(&cd))) return 0; /* not in this build: create refuses */
-    }
-    return total + co;
-}
-
-RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
-
-RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e) { return e && e->st; }
-
-RSD_API const char *rsd_runtime_kind_str(int kind) {
-    switch (kind) {
-#define RSDI_X(n, s) case RSD_RUNTIME_##n: return s;
-        RSD_RUNTIME_KINDS(RSDI_X)
-#undef RSDI_X
-    default: return "unknown";
-    }
-}
-
-RSD_API int rsd_runtime_kind_parse(const char *s) {
-    int k;
-    if (!s) return RSD_ERR_ARG;
-    if (rsdi_en_ieq(s, "router") || rsdi_en_ieq(s, "llama.cpp") || rsdi_en_ieq(s, "llama-server"))
-        return RSD_RUNTIME_LLAMACPP;
-    for (k = 0; k < (int)RSD_RUNTIME_KIND_NUM; k++)
-        if (rsdi_en_ieq(s, rsd_runtime_kind_str(k))) return k;
-    return RSD_ERR_ARG;
-}
-
-RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
-
-/* The URL's host, and etcd's when the ensurer uses it. */
-RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url) {
-    int r = rsdi_en_resolve_one(e, url);
-    if (e && RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
-        rsd_etcd_query(RSDI_EN_CO(e), &v);
-        (void)rsdi_en_resolve_one(e, v.root); /* a failure shows up as etcd unreachable */
-    }
-    return r;
-}
-
-RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url) {
-    char host[RSD_HTTP_MAX_HOST_BYTES + 1], numeric[INET6_ADDRSTRLEN + 1];
-    struct addrinfo hints, *ai = NULL;
-    const char *num = NULL;
-    rsd_url u;
-    int rc, i;
-    if (!e || !url) return RSD_ERR_ARG;
-    if ((rc = rsd_url_parse(&u, url, strlen(url))) < 0) return rc;
-    if (u.host_kind != RSD_HOST_NAME || u.host.len > RSD_HTTP_MAX_HOST_BYTES) return RSD_OK;
-    memcpy(host, u.host.ptr, u.host.len);
-    host[u.host.len] = '\0';
-    if (rsdi_en_ieq(host, "localhost")) return RSD_OK;
-    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
-        if (rsdi_en_ieq(e->names[i].host, host)) return RSD_OK;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) {
-        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED, RSDI_WHERE, "%s", host);
-        return RSD_ERR_RESOLVE;
-    }
-    if (ai->ai_family == AF_INET)
-        num = inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, numeric,
-                        (socklen_t)sizeof numeric);
-    else if (ai->ai_family == AF_INET6)
-        num = inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, numeric,
-                        (socklen_t)sizeof numeric);
-    freeaddrinfo(ai);
-    if (!num) return RSD_ERR_RESOLVE;
-    i = e->names_next;
-    e->names_next = (e->names_next + 1) % RSD_ENSURE_MAX_NAMES;
-    (void)rsdi_cpy(e->names[i].host, sizeof e->names[i].host, host);
-    (void)rsdi_cpy(e->names[i].addr, sizeof e->names[i].addr, num);
-    return RSD_OK;
-}
-
-/* ---- the run ------------------------------------------------------------------- */
-RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32_t cap) {
-    uint64_t left = e->deadline > now_ms ? e->deadline - now_ms : 1;
-    return left < cap ? (uint32_t)left : cap;
-}
-
-/* The RESIDENCY value a reconcile sees: forced observe, the desc's, or the environment's. */
-RSDI_PRIVATE const char *rsdi_en_env(const rsd_ensurer *e) {
-    if (e->observe) return "observe";
-    if (e->has_env) return e->env;
-    return e->ignore_env ? NULL : getenv("RESIDENCY");
-}
-
-/* ---- the run: one machine (rsd_reconcile) with the runtime's adapter ---------------- */
-/* The target's generation from etcd (as last read) or the state dir; false = unknown. */
-RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
-    *gen = 0;
-    if (RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
-        rsd_etcd_query(RSDI_EN_CO(e), &v);
-        if (e->co_read_err < 0 || !v.has_gen) return false;
-        *gen = v.gen;
-        return true;
-    }
-    return e->st && rsd_state_gen_read(e->st, e->key, gen) == RSD_OK;
-}
-
-/* The target's attribution into e->attrs, from etcd (as last read) or the state dir;
-   RSD_ERR_TOO_LARGE (e->attrs->over) when it does not fit attr_arena_bytes. The set is
-   set up again first: detection's state shares its region. */
-RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
-    (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
-    if (RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
-        int r;
-        rsd_etcd_query(RSDI_EN_CO(e), &v);
-        if (e->co_read_err < 0) {
-            e->attrs->corrupt = v.attr_corrupt;
-            return 0;
-        }
-        if ((r = rsd_attr_set_copy(e->attrs, v.attrs)) < 0) return r; /* over there: over here */
-        e->attrs->reset = false;
-        e->attrs->corrupt = v.attr_corrupt;
-        return (int)e->attrs->count;
-    }
-    if (!e->st) return RSD_ERR_STATE;
-    return rsd_state_attr_load(e->st, e->key, e->attrs);
-}
-
-/* The protected models a reconcile gets: the configured ones, with etcd also every other
-   host's (published by their ensurers), each model once, up to RSD_MAX_PROTECTED (prot_over
-   when more: the notice says so). */
-RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n) {
-    rsd_etcd_view v;
-    int i, j;
-    e->prot_over = false;
-    if (!RSDI_EN_CO(e)) {
-        *n = e->n_protected;
-        return e->n_protected ? e->prot : NULL;
-    }
-    rsd_etcd_query(RSDI_EN_CO(e), &v);
-    e->n_prot_all = 0;
-    for (i = 0; i < e->n_protected; i++) e->prot_all[e->n_prot_all++] = e->prot[i];
-    for (i = 0; i < v.n_protected; i++) {
-        rsd_str id = v.protected_models[i].model_id;
-        for (j = 0; j < e->n_protected && !rsd_str_eq(e->prot[j].model_id, id); j++) {}
-        if (j < e->n_protected) { /* this host protects it too: a role given by either wins */
-            if (e->prot_all[j].role == RSD_ROLE_NONE) e->prot_all[j].role = v.protected_models[i].role;
-            continue;
-        }
-        if (e->n_prot_all >= RSD_MAX_PROTECTED) {
-            e->prot_over = true;
-            continue;
-        }
-        e->prot_all[e->n_prot_all++] = v.protected_models[i];
-    }
-    *n = e->n_prot_all;
-    return e->n_prot_all ? e->prot_all : NULL;
-}
-
-/* etcd: the first read of an ensure (attribution, generation, the hosts' protections),
-   before the reconcile starts; start_run / start_lms run again when it answered. */
-RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
-    uint64_t dl;
-    int r;
-    if (!RSDI_EN_CO(e) || e->co_read) return false;
-    dl = e->deadline < now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2 ? e->deadline : now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2;
-    r = rsd_etcd_read_begin(RSDI_EN_CO(e), e->key, now_ms, dl);
-    e->phase = RSDI_EN_RUN;
-    if (r < 0) {
-        e->co_read = true;
-        e->co_read_err = r;
-        return false;
-    }
-    e->waiting = RSDI_EN_WAIT_COORD;
-    e->co_then = RSDI_EN_CO_READ;
-    return true;
-}
-
-/* etcd could not be read at the start: one warning notice (after begin). */
-RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
-    rsd_etcd_view v;
-    if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
-    rsd_etcd_query(RSDI_EN_CO(e), &v);
-    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
-        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                                 "could not read the shared record for '%s' from etcd (%s): residency treats every "
-                                 "loaded instance there as not its own", e->url,
-                                 v.message[0] ? v.message : rsd_result_str(e->co_read_err));
-    else
-        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                                 "could not read the shared record for '%s' from etcd (%s): residency treats every "
-                                 "resident there as not its own, and other hosts' protections are unknown", e->url,
-                                 v.message[0] ? v.message : rsd_result_str(e->co_read_err));
-}
-
-/* Other hosts' protections read only in part (etcd said so, or with this host's own they are
-   over RSD_MAX_PROTECTED): one warning notice; the decision goes on with those known. */
-RSDI_PRIVATE void rsdi_en_prot_notice(rsd_ensurer *e) {
-    rsd_etcd_view v;
-    if (!RSDI_EN_CO(e) || e->co_read_err < 0) return; /* unreadable: rsdi_en_co_notice says so */
-    rsd_etcd_query(RSDI_EN_CO(e), &v);
-    if (!v.protected_incomplete && !e->prot_over) return;
-    rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                             "other hosts' protections on etcd are known only in part for '%s' (%s): residency "
-                             "decides with those it knows and may evict a model another host protects", e->url,
-                             v.protected_incomplete ? v.protected_why
-                                                    : "with this host's own, over RSD_MAX_PROTECTED distinct models");
-}
-
-/* The in-memory record at p: its model and instance ids, and the next record. */
-RSDI_PRIVATE char *rsdi_en_mem_next(char *p, char **m, char **in) {
-    *m = p + strlen(p) + 1;
-    *in = *m + strlen(*m) + 1;
-    return *in + strlen(*in) + 1;
-}
-
-/* The target's attribution: plain entries (models this library loaded there) as ours[],
-   entries naming an instance as owned[] -- or, without a state directory, the instances
-   this ensurer loaded itself. */
-RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
-    size_t i;
-    e->n_ours = e->n_owned = 0;
-    if (!e->st && !RSDI_EN_CO(e)) {
-        char *p = e->mem, *n, *m, *in;
-        for (; RSDI_EN_INSTANCES && p && p < e->mem + e->mem_used && e->n_owned < RSD_RECONCILE_MAX_OWNED; p = n) {
-            n = rsdi_en_mem_next(p, &m, &in);
-            if (strcmp(p, e->key) == 0) {
-                e->owned[e->n_owned].model = m;
-                e->owned[e->n_owned++].instance = in;
-            }
-        }
-        return;
-    }
-    if (rsdi_en_attr_load(e) < 0) return;
-    for (i = 0; i < e->attrs->count; i++) {
-        if (!e->attrs->items[i].instance[0]) {
-            if (e->n_ours < RSD_RECONCILE_MAX_OURS) e->ours[e->n_ours++] = e->attrs->items[i].model;
-        } else if (RSDI_EN_INSTANCES && e->n_owned < RSD_RECONCILE_MAX_OWNED) {
-            e->owned[e->n_owned].model = e->attrs->items[i].model;
-            e->owned[e->n_owned++].instance = e->attrs->items[i].instance;
-        }
-    }
-}
-
-/* Says so (once: the read that reset it) when the attribution just read was corrupt. */
-RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
-    char name[RSD_STATE_MAX_NAME_BYTES];
-    if (e->attrs && e->attrs->over && !e->attr_over_told && e->reconciling) { /* once per ensure */
-        e->attr_over_told = true;
-        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                                 "the record of the %s residency loaded on '%s' needs %lu bytes of ids, over "
-                                 "attr_arena_bytes (%lu): residency treats every %s there as not its own and "
-                                 "records no change until attr_arena_bytes is raised",
-                                 (e->rt->flags & RSD_RT_INSTANCES) ? "instances" : "models", e->url,
-                                 (unsigned long)e->attrs->arena_used, (unsigned long)e->attrs->arena_bytes,
-                                 (e->rt->flags & RSD_RT_INSTANCES) ? "loaded instance" : "resident");
-    }
-    if (RSDI_EN_CO(e) && e->attrs->corrupt && !e->co_told && e->reconciling) { /* once per ensure */
-        rsd_etcd_view v;
-        rsd_etcd_query(RSDI_EN_CO(e), &v);
-        e->co_told = true;
-        if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-        if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
-            rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                                     "the record of the %s instances residency loaded on '%s' (etcd %s/attr/%s) "
-                                     "is corrupt: residency treats every loaded instance there as not its own "
-                                     "until the next change rewrites it", e->rt->label, e->url, v.prefix, name);
-        else
-            rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                                     "the record of the models residency loaded on '%s' (etcd %s/attr/%s) is "
-                                     "corrupt: residency treats every resident there as not its own until the "
-                                     "next change rewrites it", e->url, v.prefix, name);
-        return;
-    }
-    if (!e->st || !e->attrs->reset) return;
-    e->attrs->reset = false;
-    if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
-        rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                                 "the record of the %s instances residency loaded on '%s' was corrupt and "
-                                 "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
-                                 "instance there as not its own", e->rt->label, e->url, rsd_state_dir(e->st), name);
-    else
-        rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                                 "the record of the models residency loaded on '%s' was corrupt and has been "
-                                 "reset (kept as %s/attr/%s.attr.corrupt): residency treats every resident "
-                                 "there as not its own", e->url, rsd_state_dir(e->st), name);
-}
-
-/* Says so once per ensurer when RESIDENCY holds a value residency does not know (a typo
-   such as "obsreve" must not silently mean "manage"). */
-RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
-    static const char fmt[] = "RESIDENCY='%.60s' is not a value residency knows, so it manages this "
-                              "target as if RESIDENCY were unset; for observe-only use observe, off, 0, "
-                              "false, user or user-managed, to manage on purpose on, 1, true or managed";
-    const char *v = e->observe ? NULL : rsdi_en_env(e);
-    if (e->env_warned || rsd_env_known(v)) return;
-    e->env_warned = true;
-    rsd_reconcile_add_notice(e->rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
-}
-
-/* The TTL fast path, before the attribution is read and the reconcile is set
-   up: a live decision-cache entry for (key, model) under this generation (a hit under
-   another generation is a miss) ends the ensure with no request, as the reconcile's own
-   lookup would. A bearer the reconcile would reject takes the slow path (its error). */
-RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
-    if (!rsdi_no_ctl(e->bearer)) return false;
-    if (!e->cache || rsdi_cache_lookup_norm(e->cache, e->key, e->model, now_ms, gen, &e->hit_v) != 1) return false;
-    e->hit = true;
-    e->outcome = (rsd_outcome)e->hit_v.outcome;
-    e->reconciling = false;
-    e->final = e->hit_v.error;
-    e->phase = RSDI_EN_DONE;
-    e->waiting = RSDI_EN_WAIT_NONE;
-    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
-    rsdi_logf(&e->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", e->key, e->model);
-    if ((rsd_outcome)e->hit_v.outcome == RSD_OUTCOME_RESIDENT || e->hit_v.keep_resident) rsdi_en_touch(e);
-    return true;
-}
-
-/* The state directory's records of this target under the key an older version gave it
-   ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
-   e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
-RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
-    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
-    const char *u = e->url; /* the key before normalising: "<runtime>|<url>", a root hook's root */
-    if (rt->root && rt->root(e->url, root, sizeof root) < 0) return 0;
-    if (rt->root) u = root;
-    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, u) >= (int)sizeof raw ||
-        rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
-        return 0;
-    return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
-}
-
-/* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
-RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint64_t now_ms) {
-    const rsd_runtime *rt = rsdi_en_runtime_of(e->kind);
-    rsd_reconcile_desc d;
-    uint64_t gen = 0;
-    bool has_gen = false;
-    int rc;
-    if (!rt) {
-        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms, "%s at %s: no %s driver in this build; nothing managed",
-                     rsd_runtime_kind_str(e->kind), e->url, rsd_runtime_kind_str(e->kind));
-        return;
-    }
-    e->rt = rt;
-    if (!e->memo_ok || e->memo_kind != e->kind) {
-        e->memo_ok = false;
-        if (rsd_reconcile_target_key(rt, e->url, e->key, sizeof e->key) < 0) {
-            rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
-            return;
-        }
-        memcpy(e->memo_key, e->key, sizeof e->key);
-        e->memo_ok = true;
-        e->memo_kind = e->kind;
-    } else {
-        memcpy(e->key, e->memo_key, sizeof e->key);
-    }
-    if (!e->timeout_given && rt->deadline_ms) e->deadline = e->t0 + rt->deadline_ms; /* e.g. slow LM Studio loads */
-    if (f) { /* what detection found (the listing only while its answer is in hand) */
-        e->found = *f;
-        e->found.listing = NULL;
-        e->found.listing_len = 0;
-    }
-    if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again (f NULL) when it answered */
-    if (!f) f = &e->found;
-    has_gen = rsdi_en_gen(e, &gen);
-    if (!e->no_cache && !e->free_bytes && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
-    if (e->free_bytes && RSDI_EN_INSTANCES && (rt->flags & RSD_RT_INSTANCES)) {
-        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
-        return;
-    }
-    if (e->st && !RSDI_EN_CO(e) && rsdi_en_migrate(e, rt) > 0) /* not on a TTL hit: nothing to move then */
-        has_gen = rsdi_en_gen(e, &gen);
-    rsdi_en_read_attr(e);
-    rsdi_en_uses_flush(e, false);
-    rsdi_en_read_uses(e);
-    memset(&d, 0, sizeof d);
-    d.runtime = rt;
-    d.base_url = e->url;
-    d.target_key = e->key;
-    d.keep = e->model[0] ? e->model : NULL;
-    d.free_bytes = e->free_bytes;
-    d.residency_env = rsdi_en_env(e);
-    d.user_managed = e->user_managed;
-    d.keep_pinned = e->keep_pinned;
-    d.explicit_load = true; /* ensuring residency is an explicit load */
-    d.lock = e->st != NULL || RSDI_EN_CO(e) != NULL;
-    d.has_generation = has_gen;
-    d.generation = gen;
-    d.protected_models = rsdi_en_protected(e, &d.n_protected);
-    d.ours = e->n_ours ? e->ours : NULL;
-    d.n_ours = e->n_ours;
-    d.last_used = e->n_last ? e->last : NULL;
-    d.n_last_used = e->n_last;
-    d.owned = e->n_owned ? e->owned : NULL;
-    d.n_owned = e->n_owned;
-    d.context_length = e->ctx;
-    d.context_ceiling = e->ctx_ceiling;
-    d.context_floor = e->ctx_floor;
-    d.kv_bytes_per_token = e->kv_per_token;
-    d.capacity_bytes = e->cap_bytes;
-    d.keep_bytes = e->keep_bytes;
-    d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
-    d.probe_timeout_ms = e->probe_ms_req;
-    d.bearer = e->bearer[0] ? e->bearer : NULL;
-    d.cache = e->no_cache ? NULL : e->cache;
-    d.logger = e->logger;
-    if (f) {
-        d.capacity_known = f->capacity_known;
-        d.unlimited = f->unlimited;
-        d.max_instances = f->max_instances;
-        d.first_listing = f->listing;
-        d.first_listing_len = f->listing_len;
-    }
-    e->reconciling = true;
-    e->phase = RSDI_EN_RUN;
-    rc = rsd_reconcile_begin(e->rc, &d, now_ms);
-    if (rc == RSD_OK) {
-        rsdi_en_env_notice(e);
-        rsdi_en_reset_notice(e);
-        rsdi_en_co_notice(e);
-        rsdi_en_prot_notice(e);
-    }
-    /* on error the reconcile is DONE with it; step picks it up */
-}
-
-/* A detection answer: the next probe, or the run with what it found, or the end. */
-RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
-    rsd_detect *d = e->detect;
-    rsdi_en_found f;
-    (void)rsd_detect_feed(d, ev->result, ev->status, NULL, 0, ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
-    if (rsd_detect_next(d, now_ms).kind != RSD_STEP_DONE) return; /* the next probe (or the same, later) */
-    if (!d->runtime) {
-        rsdi_en_fail(e, d->error, now_ms, "%s", d->message);
-        return;
-    }
-    {
-        int i = e->det_next;
-        e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
-        (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
-        e->kind = (rsd_runtime_kind)rsd_runtime_kind_parse(d->runtime->name);
-        e->det[i].kind = e->kind;
-    }
-    memset(&f, 0, sizeof f);
-    f.capacity_known = d->capacity_known;
-    f.unlimited = d->unlimited;
-    f.max_instances = d->max_instances;
-    if (d->first_listing) { /* the runtime's first request is this very GET (kept whole in the reconcile's buffer) */
-        f.listing = d->buf;
-        f.listing_len = d->buf_len;
-    }
-    rsdi_en_start_run(e, &f, now_ms); /* the detection state is gone from here on */
-}
-
-/* ---- rsd-serve's own lease: a free ensure, and its release ----------------------- */
-/* A free ensure first POSTs /_rsd/lease (rsd-serve's lease: ttl, restore), then polls
-   GET /_rsd/lease/ID until ready; a 404, 405 or 501 to the POST (or a 200 that is no lease:
-   LM Studio's unknown route) means the target is not rsd-serve, and the ensure goes on as
-   before (detection, the free plan). A release of an
-   "rsd-serve:ID" lease is one DELETE /_rsd/lease/ID. */
-#define RSDI_EN_LS_PREFIX "rsd-serve:"
-
-RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len);
-
-/* Sends the lease request e->ls asks for; false when it could not be sent (the ensure failed). */
-RSDI_PRIVATE bool rsdi_en_ls_send(rsd_ensurer *e, uint64_t now_ms) {
-    char url[RSD_RECONCILE_URL_MAX + 48], body[128]; /* rsd_http_send copies both */
-    rsd_http_request q;
-    int rc, n;
-    memset(&q, 0, sizeof q);
-    if (e->ls == RSDI_EN_LS_TAKE) {
-        n = RSD_SNPRINTF(url, sizeof url, "%s/_rsd/lease", e->root);
-        q.method = "POST";
-        q.content_type = "application/json";
-        q.body = body;
-        q.body_len = (size_t)RSD_SNPRINTF(body, sizeof body, "{\"bytes\":%llu,\"ttl_ms\":%lu,\"restore\":true}",
-                                          (unsigned long long)e->free_bytes, (unsigned long)e->lease_ttl_ms);
-    } else {
-        n = RSD_SNPRINTF(url, sizeof url, "%s/_rsd/lease/%llu", e->root, (unsigned long long)e->ls_id);
-        q.method = e->ls == RSDI_EN_LS_POLL ? "GET" : "DELETE";
-    }
-    if (n < 0 || n >= (int)sizeof url) {
-        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "lease: URL too long: %s", e->root);
-        return false;
-    }
-    q.url = url;
-    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
-    q.connect_timeout_ms = q.total_timeout_ms;
-    q.on_body = rsdi_en_on_body;
-    q.user = e;
-    e->ls_len = 0;
-    e->ls_over = false;
-    if ((rc = rsd_http_send(e->http, &q, now_ms, &e->h)) < 0) {
-        rsdi_en_fail(e, rc, now_ms, "%s %s: %s", q.method, url, rsd_result_str(rc));
-        return false;
-    }
-    e->requests++;
-    e->inflight = true;
-    e->waiting = RSDI_EN_WAIT_HTTP;
-    e->op = RSD_OP_NONE;
-    return true;
-}
-
-/* The lease's words for the operator in e->message (a URL's password as ***). */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 2, 3)))
-#endif
-RSDI_PRIVATE void rsdi_en_say(rsd_ensurer *e, const char *fmt, ...) {
-    char msg[sizeof e->message];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    (void)rsdi_url_redact(msg, e->message, sizeof e->message);
-}
-
-/* The lease's end: outcome, final code, and e->message already written. */
-RSDI_PRIVATE void rsdi_en_ls_end(rsd_ensurer *e, rsd_outcome outcome, int final, uint64_t now_ms) {
-    e->outcome = outcome;
-    e->final = final;
-    e->error = final;
-    e->phase = RSDI_EN_DONE;
-    e->waiting = RSDI_EN_WAIT_NONE;
-    e->ls = RSDI_EN_LS_NONE;
-    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
-}
-
-/* rsd-serve's lease answer (POST and GET: {"id", "granted", "requested", "ready",
-   "restore", "expires_in_ms", "stopped": [ids]}; DELETE: the same, "released": true first):
-   what the ensurer reads. need_id: id (> 0), granted (>= 0) and ready are required. The
-   stopped ids are unescaped into text, each NUL-terminated, into ev[0..max_ev) (id, model
-   ""); one that does not fit ends the list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
-typedef struct rsdi_en_lease_ans {
-    uint64_t id, granted, requested;
-    bool ready, restore;
-    int n_stopped;
-} rsdi_en_lease_ans;
-
-RSDI_PRIVATE int rsdi_en_lease_parse(const char *s, size_t n, rsd_json_tok *toks, uint32_t n_toks, bool need_id,
-                                     rsdi_en_lease_ans *a, rsd_evicted *ev, int max_ev, char *text,
-                                     size_t text_cap) {
-    rsd_json_doc d;
-    int64_t v = 0;
-    int arr, i, k;
-    size_t used = 0;
-    memset(a, 0, sizeof *a);
-    if (rsd_json_parse(&d, s, n, toks, n_toks) < 1 || rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT)
-        return RSD_ERR_PAYLOAD;
-    if (need_id) {
-        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "id"), &v) != RSD_OK || v <= 0) return RSD_ERR_PAYLOAD;
-        a->id = (uint64_t)v;
-        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "granted"), &v) != RSD_OK || v < 0) return RSD_ERR_PAYLOAD;
-        a->granted = (uint64_t)v;
-        if (rsd_json_bool(&d, rsd_json_find(&d, 0, "ready"), &a->ready) != RSD_OK) return RSD_ERR_PAYLOAD;
-    }
-    if (rsd_json_int64(&d, rsd_json_find(&d, 0, "requested"), &v) == RSD_OK && v >= 0) a->requested = (uint64_t)v;
-    (void)rsd_json_bool(&d, rsd_json_find(&d, 0, "restore"), &a->restore);
-    arr = rsd_json_find(&d, 0, "stopped");
-    if (arr < 0 || rsd_json_type_of(&d, arr) != RSD_JSON_ARRAY) return RSD_OK;
-    for (k = 0; a->n_stopped < max_ev && (i = rsd_json_at(&d, arr, (uint32_t)k)) >= 0; k++) {
-        size_t len = 0;
-        if (rsd_json_type_of(&d, i) != RSD_JSON_STRING) continue;
-        if (used >= text_cap || rsd_json_str(&d, i, text + used, text_cap - used, &len) != RSD_OK) break; /* no room */
-        memset(&ev[a->n_stopped], 0, sizeof ev[0]);
-        ev[a->n_stopped].id = text + used;
-        ev[a->n_stopped].model = "";
-        a->n_stopped++;
-        used += len + 1;
-    }
-    return RSD_OK;
-}
-
-/* Reads the lease's answer (see rsdi_en_lease_parse): its figures into e, the stopped models
-   into the reconcile's result (not reconciling now) with their ids after the answer in its
-   buffer; false when it is not a lease answer. */
-RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
-    rsdi_en_lease_ans a;
-    int k;
-    *ready = false;
-    if (e->ls_over || rsdi_en_lease_parse(e->ans, e->ls_len, e->toks, e->n_toks, e->ls != RSDI_EN_LS_DROP, &a,
-                                          e->ls_stopped, RSD_MAX_RESIDENTS, e->ans + e->ls_len,
-                                          e->ans_cap - e->ls_len) != RSD_OK)
-        return false;
-    if (e->ls != RSDI_EN_LS_DROP) {
-        e->ls_id = a.id;
-        e->ls_granted = a.granted;
-        if (a.requested) e->ls_requested = a.requested;
-        *ready = a.ready;
-    }
-    e->n_ls_stopped = a.n_stopped;
-    for (k = 0; k < a.n_stopped; k++) e->ls_stopped[k].restored = e->ls == RSDI_EN_LS_DROP && a.restore;
-    return true;
-}
-
-/* The error body's message ({"error":{"message":...}}), or the status. */
-RSDI_PRIVATE const char *rsdi_en_ls_why(rsd_ensurer *e, int status, char *buf, size_t cap) {
-    rsd_json_doc d;
-    size_t n = 0;
-    if (!e->ls_over && rsd_json_parse(&d, e->ans, e->ls_len, e->toks, e->n_toks) > 0 &&
-        rsd_json_str(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "error"), "message"), buf, cap, &n) == RSD_OK)
-        return buf;
-    (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
-    return buf;
-}
-
-RSDI_PRIVATE void rsdi_en_go(rsd_ensurer *e, uint64_t now_ms);
-
-/* One answer of the lease's request. */
-RSDI_PRIVATE void rsdi_en_ls_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
-    char why[256];
-    bool ready = false;
-    int st = ev->status, err;
-    if (ev->result != RSD_OK) {
-        rsdi_en_fail(e, ev->result, now_ms, "lease at %s: %s", e->root, rsd_result_str(ev->result));
-        return;
-    }
-    if (st == 200 && rsdi_en_ls_read(e, &ready)) {
-        if (e->ls == RSDI_EN_LS_DROP) {
-            bool later = e->n_ls_stopped && !e->ls_stopped[0].restored; /* the lease did not restore */
-            rsdi_en_say(e, "rsd-serve lease %s released at %s; %d stopped model(s) %s", e->lease_id, e->root,
-                        e->n_ls_stopped, later ? "start on their next request" : "start again");
-            rsdi_en_ls_end(e, RSD_OUTCOME_NONE, RSD_OK, now_ms);
-            return;
-        }
-        (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, RSDI_EN_LS_PREFIX "%llu", (unsigned long long)e->ls_id);
-        if (ready) {
-            rsdi_en_say(e, "rsd-serve lease %s ready: %llu of %llu bytes granted%s, %d model(s) stopped",
-                        e->lease_id, (unsigned long long)e->ls_granted, (unsigned long long)e->ls_requested,
-                        e->ls_granted < e->ls_requested ? " (busy or pinned models hold the rest)" : "",
-                        e->n_ls_stopped);
-            rsdi_en_ls_end(e, RSD_OUTCOME_FREED, RSD_OK, now_ms);
-            return;
-        }
-        if (e->ls == RSDI_EN_LS_TAKE) e->ls_delay = RSD_RECONCILE_POLL_FIRST_MS;
-        else e->ls_delay = e->ls_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
-                                                                               : e->ls_delay * 2;
-        e->ls = RSDI_EN_LS_POLL; /* granted, its stopped processes still exiting */
-        e->waiting = RSDI_EN_WAIT_WAKE;
-        e->wake = now_ms + e->ls_delay < e->deadline ? now_ms + e->ls_delay : e->deadline;
-        return;
-    }
-    if (e->ls == RSDI_EN_LS_TAKE && (st == 404 || st == 405 || st == 501 || st == 200)) {
-        /* not rsd-serve (LM Studio answers an unknown route 200 with an error): the free plan */
-        e->ls = RSDI_EN_LS_NONE;
-        e->ls_used = false;
-        e->n_ls_stopped = 0;
-        rsdi_en_go(e, now_ms);
-        return;
-    }
-    (void)rsdi_en_ls_why(e, st, why, sizeof why);
-    if (e->ls == RSDI_EN_LS_TAKE && st == 409) { /* declined: everything busy or pinned; nothing stopped */
-        rsdi_en_say(e, "rsd-serve at %s declined a lease of %llu bytes: %s", e->root,
-                    (unsigned long long)e->free_bytes, why);
-        rsdi_en_ls_end(e, RSD_OUTCOME_DECLINED, RSD_OK, now_ms);
-        return;
-    }
-    err = st == 200 ? RSD_ERR_PAYLOAD : st == 400 ? RSD_ERR_ARG : st == 401 || st == 403 ? RSD_ERR_AUTH
-        : st == 404 ? RSD_ERR_NOT_FOUND : st == 503 ? RSD_ERR_SERVER_ERROR : RSD_ERR_HTTP_STATUS;
-    if (st == 404) e->lease_id[0] = '\0'; /* gone (expired, released): nothing to release */
-    rsdi_en_fail(e, err, now_ms, "rsd-serve lease at %s: %s %s", e->root,
-                 e->ls == RSDI_EN_LS_TAKE ? "not taken:" : e->ls == RSDI_EN_LS_POLL ? "lost before it was ready:"
-                                                                                   : "not released:",
-                 st == 200 ? "the answer is not a lease" : why);
-}
-
-/* Detection (runtime AUTO) or the run: what begin does after validating. */
-RSDI_PRIVATE void rsdi_en_go(rsd_ensurer *e, uint64_t now_ms) {
-    if (e->kind == RSD_RUNTIME_AUTO) {
-#ifdef RSD_NO_DETECT
-        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
-                     "%s: no runtime detection in this build (RSD_NO_DETECT); name the runtime "
-                     "(rsd_ensure_req.runtime)", e->url);
-#else
-        int rc;
-        memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
-        e->detect->toks = e->toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
-        e->detect->n_toks = e->n_toks;
-        e->detect->buf = e->ans;
-        e->detect->buf_cap = e->ans_cap;
-        if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
-            rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", e->url);
-            return;
-        }
-        e->phase = RSDI_EN_DETECT;
-#endif
-        return;
-    }
-    rsdi_en_start_run(e, NULL, now_ms);
-}
-
-RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
-
-RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
-    if (e && e->rel != RSDI_EN_REL_NONE && e->rel != RSDI_EN_REL_DONE) return RSD_ERR_STATE; /* a release runs */
-    if (e) e->rel = RSDI_EN_REL_NONE;
-    return rsdi_en_begin(e, q, now_ms);
-}
-
-RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
-    rsd_url u;
-    char k[RSD_TARGET_KEY_MAX];
-    int rc, i;
-    if (!e) return RSD_ERR_ARG;
-    if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
-    e->phase = RSDI_EN_DONE;
-    e->done_taken = false;
-    e->inflight = e->reconciling = false;
-    e->waiting = RSDI_EN_WAIT_NONE;
-    e->requests = 0;
-    e->t0 = e->last_now = now_ms;
-    e->elapsed = 0;
-    e->message[0] = '\0';
-    e->op = RSD_OP_NONE;
-    e->op_model[0] = '\0';
-    e->key[0] = '\0';
-    e->kind = RSD_RUNTIME_AUTO;
-    e->outcome = RSD_OUTCOME_NONE;
-    e->error = RSD_OK;
-    e->rt = rsd_runtime_router();
-    e->hit = false;
-    e->sse_tried = false;
-    e->co_read = false;
-    e->co_told = false;
-    e->attr_over_told = false;
-    e->co_read_err = RSD_OK;
-    memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
-    e->lease_id[0] = '\0';
-    e->ls = RSDI_EN_LS_NONE;
-    e->ls_used = false;
-    e->ls_id = e->ls_granted = e->ls_requested = 0;
-    e->n_ls_stopped = 0;
-    if (RSDI_EN_KV_ON(e)) {
-        e->kv->phase = RSDI_EN_KV_NONE;
-        e->kv->saved = e->kv->restored = 0;
-        e->kv->restore_tried = false;
-    }
-    e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
-    if (!q || !q->url || (!q->model && !e->free_bytes) || (int)q->runtime < 0 ||
-        (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
-        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
-        return RSD_ERR_ARG;
-    }
-    e->deadline = now_ms + (q->timeout_ms ? q->timeout_ms : (uint32_t)RSD_ENSURE_TIMEOUT_MS);
-    e->lease_ttl_ms = q->lease_ttl_ms ? q->lease_ttl_ms : (uint32_t)RSD_ENSURE_LEASE_TTL_MS;
-    e->ls_requested = e->free_bytes;
-    if (e->free_bytes) {
-        e->model[0] = '\0';
-    } else if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
-        rsdi_en_fail(e, RSD_ERR_MODEL_ID, now_ms, "ensure: model id empty or over %d bytes", RSD_MODEL_ID_MAX - 1);
-        return RSD_ERR_MODEL_ID;
-    }
-    if ((rc = rsd_url_parse(&u, q->url, strlen(q->url))) < 0 || strlen(q->url) + 64 > sizeof e->url) {
-        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "ensure: bad server URL '%.200s'", q->url);
-        return RSD_ERR_URL;
-    }
-    if (q->bearer && (strlen(q->bearer) >= sizeof e->bearer)) {
-        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: bearer token too long");
-        return RSD_ERR_ARG;
-    }
-    if (strcmp(e->url, q->url) != 0) e->memo_ok = false; /* the memo is e->url's */
-    (void)rsdi_cpy(e->url, sizeof e->url, q->url);
-    (void)rsdi_cpy(e->bearer, sizeof e->bearer, q->bearer ? q->bearer : "");
-    if (rsd_root_url(rsd_str_c(e->url), e->root, sizeof e->root) <= 0) {
-        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "ensure: bad server URL '%.200s'", q->url);
-        return RSD_ERR_URL;
-    }
-    e->ctx = q->context_length;
-    e->ctx_ceiling = q->context_ceiling ? q->context_ceiling
-                   : e->ignore_env ? (uint32_t)RSD_FIT_CEILING_DEFAULT : rsd_fit_ceiling_from_env();
-    e->ctx_floor = q->context_floor;
-    e->kv_per_token = q->kv_bytes_per_token;
-    e->cap_bytes = q->capacity_bytes;
-    e->keep_bytes = q->keep_bytes;
-    e->timeout_ms = q->timeout_ms;
-    e->probe_ms = q->probe_timeout_ms ? q->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
-    e->probe_ms_req = q->probe_timeout_ms;
-    e->timeout_given = q->timeout_ms != 0;
-    e->observe = q->observe;
-    e->user_managed = q->user_managed;
-    e->keep_pinned = q->keep_pinned;
-    e->kind = q->runtime ? q->runtime : e->only_kind;
-    if (e->only_kind && e->kind != e->only_kind) {
-        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: a %s request to an ensurer for %s only (rsd_ensurer_desc.runtime)",
-                     rsd_runtime_kind_str(e->kind), rsd_runtime_kind_str(e->only_kind));
-        return RSD_ERR_ARG;
-    }
-    if (!RSDI_EN_DETECTS_NOTHING && e->kind == RSD_RUNTIME_AUTO && /* what detection found before */
-        rsd_target_key_normalise(rsd_str_c(e->url), k, sizeof k) > 0) {
-        for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
-            if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
-    }
-    if (RSDI_EN_SERVE_LEASE && e->free_bytes && e->kind != RSD_RUNTIME_LMSTUDIO && e->kind != RSD_RUNTIME_OLLAMA) {
-        e->phase = RSDI_EN_LEASE; /* rsd-serve's own lease first; step sends it */
-        e->ls = RSDI_EN_LS_TAKE;
-        e->ls_used = true;
-        return RSD_OK;
-    }
-    rsdi_en_go(e, now_ms);
-    return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
-}
-
-/* The step's answer as it arrives: to detection or to the reconcile, with the status of
-   its head (on_body is called only after the head). */
-RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
-    rsd_ensurer *e = (rsd_ensurer *)user;
-    rsd_http_head_info hi;
-    int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
-    if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease answer, kept whole (reconcile's buffer: not in use) */
-        if (len > e->ans_cap - e->ls_len) {
-            e->ls_over = true;
-        } else {
-            memcpy(e->ans + e->ls_len, data, len);
-            e->ls_len += len;
-        }
-    } else if (RSDI_EN_DETECTING(e)) {
-        (void)rsd_detect_body(e->detect, status, data, len);
-    } else {
-        (void)rsd_reconcile_body(e->rc, status, data, len);
-    }
-}
-
-/* Sends an HTTP step (the reconcile's or detection's); false when it could not be sent
-   (*send_rc says why). */
-RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms, int *send_rc) {
-    rsd_http_request q;
-    int i;
-    memset(&q, 0, sizeof q);
-    q.method = s->http.method;
-    q.url = s->http.url;
-    for (i = 0; i < s->http.n_headers && i < RSD_RECONCILE_MAX_HEADERS; i++) {
-        e->hdrs[i].name = rsd_str_c(s->http.headers[i].name);
-        e->hdrs[i].value = rsd_str_c(s->http.headers[i].value);
-    }
-    q.headers = e->hdrs;
-    q.num_headers = (size_t)i;
-    q.body = s->http.body;
-    q.body_len = s->http.body ? s->http.body_len : 0;
-    q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
-    q.connect_timeout_ms = q.total_timeout_ms;
-    q.on_body = rsdi_en_on_body; /* one step at a time: its answer is read as it arrives */
-    q.user = e;
-    e->op = RSDI_EN_DETECTING(e) ? RSD_OP_NONE : s->http.op;
-    (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
-    /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
-    if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
-        (void)rsdi_en_sse_open(e, now_ms);
-        e->n_pend = 0;
-    }
-    *send_rc = rsd_http_send(e->http, &q, now_ms, &e->h);
-    if (*send_rc < 0) return false;
-    e->inflight = true;
-    e->waiting = RSDI_EN_WAIT_HTTP;
-    return true;
-}
-
-/* Without a state directory: remember (model, instance) owned on e->key in memory. */
-RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool add) {
-    char rec[RSD_TARGET_KEY_MAX + 2 * RSD_MODEL_ID_MAX], *p, *m, *in, *n, *end = e->mem + e->mem_used;
-    size_t kl = strlen(e->key) + 1, ml = strlen(a->model) + 1, il = strlen(a->instance) + 1;
-    if (!e->mem || kl + ml + il > sizeof rec) return;
-    memcpy(rec, e->key, kl); /* the record, built first: a's ids may be in the records that move */
-    memcpy(rec + kl, a->model, ml);
-    memcpy(rec + kl + ml, a->instance, il);
-    for (p = e->mem; p < end; p = n) { /* the record of this instance goes */
-        n = rsdi_en_mem_next(p, &m, &in);
-        if (strcmp(p, rec) == 0 && strcmp(in, rec + kl + ml) == 0) {
-            memmove(p, n, (size_t)(end - n));
-            e->mem_used -= (size_t)(n - p);
-            break;
-        }
-    }
-    if (!add || kl + ml + il > e->mem_cap - e->mem_used) return; /* full: not remembered */
-    memcpy(e->mem + e->mem_used, rec, kl + ml + il);
-    e->mem_used += kl + ml + il;
-}
-
-/* One attribution change of the COMMIT: into the state directory's update, or (no state
-   directory) an instance into the ensurer's memory. */
-RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool remove) {
-    if (!a->model || !a->model[0]) return;
-    if (!e->st && !RSDI_EN_CO(e)) {
-        if (RSDI_EN_INSTANCES && a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
-        return;
-    }
-    if (e->n_chg >= RSDI_EN_MAX_CHANGES) return;
-    e->chg[e->n_chg].model = a->model;
-    e->chg[e->n_chg].instance = a->instance && a->instance[0] ? a->instance : NULL; /* plain: every entry of it */
-    e->chg[e->n_chg++].remove = remove;
-}
-
-/* The attribution lock answered (r: rsd_state_lock_step's result): the changes and the
-   generation bump in one update, then commit_done -- or commit_failed with why. */
-RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
-    char what[RSD_STATE_DETAIL_BYTES];
-    uint64_t gen = 0;
-    if (RSDI_EN_CO(e)) { /* etcd: the transaction has answered (r) */
-        rsd_etcd_view v;
-        rsd_etcd_query(RSDI_EN_CO(e), &v);
-        gen = v.gen;
-        if (r != RSD_OK) {
-            (void)RSD_SNPRINTF(what, sizeof what, "%s", v.message[0] ? v.message : rsd_result_str(r));
-            (void)rsd_reconcile_commit_failed(e->rc, r, what);
-            return;
-        }
-    }
-    if (r == RSD_OK && !RSDI_EN_CO(e)) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
-    if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
-    e->alk_active = false;
-    if (r == RSD_OK) {
-        (void)rsd_reconcile_commit_done(e->rc, gen);
-        return;
-    }
-    (void)RSD_SNPRINTF(what, sizeof what, "%s", rsd_state_last_error(e->st)[0] ? rsd_state_last_error(e->st)
-                                                                              : rsd_result_str(r));
-    (void)rsd_reconcile_commit_failed(e->rc, r, what);
-}
-
-/* COMMIT: what the machine loaded and unloaded goes into the attribution (removals
-   first, then additions), and the generation is bumped -- one update under the
-   attribution-file lock, taken without blocking (WAIT_COMMIT: the step comes back at the
-   lock's next attempt), bounded by the ensure's deadline (at least RSDI_EN_COMMIT_GRACE_MS).
-   Without a state directory only the in-memory instances change. */
-RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
-    const rsd_reconcile_result *res = e->res;
-    uint64_t dl;
-    int i, r;
-    e->n_chg = 0;
-    for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, &res->attr_remove[i], true);
-    for (i = 0; i < res->n_attr_add; i++) rsdi_en_change(e, &res->attr_add[i], false);
-    dl = e->deadline > now_ms + RSDI_EN_COMMIT_GRACE_MS ? e->deadline : now_ms + RSDI_EN_COMMIT_GRACE_MS;
-    if (RSDI_EN_CO(e)) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
-        r = rsd_etcd_commit_begin(RSDI_EN_CO(e), e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
-        if (r < 0) {
-            rsdi_en_commit_end(e, r);
-            return;
-        }
-        e->waiting = RSDI_EN_WAIT_COORD;
-        e->co_then = RSDI_EN_CO_COMMIT;
-        e->op = RSD_OP_NONE;
-        e->op_model[0] = '\0';
-        return;
-    }
-    if (!e->st) return;
-    r = rsd_state_attr_lock_begin(e->st, &e->alk, e->key, now_ms, dl);
-    if (r < 0) {
-        rsdi_en_commit_end(e, r);
-        return;
-    }
-    e->alk_active = true;
-    e->waiting = RSDI_EN_WAIT_COMMIT;
-    e->op = RSD_OP_NONE; /* progress: no HTTP step (a load is no longer being waited for) */
-    e->op_model[0] = '\0';
-}
-
-/* The target lock answered (r: the flock step's or etcd's result): fail-closed ends the
-   ensure (false); else the generation and the attribution read again under the lock go
-   to the machine with lock_done. */
-RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
-    uint64_t gen = 0;
-    bool held;
-    if (r < 0) { /* fail-closed */
-        const char *why = rsd_result_str(r);
-        rsd_etcd_view v;
-        if (RSDI_EN_CO(e)) {
-            rsd_etcd_query(RSDI_EN_CO(e), &v);
-            if (v.message[0]) why = v.message;
-        }
-        rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url, why);
-        return false;
-    }
-    if (RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
-        rsd_etcd_query(RSDI_EN_CO(e), &v);
-        held = v.held;
-        e->co_read_err = RSD_OK; /* the lock's answer carried a fresh read (or the last one stands) */
-    } else {
-        held = rsd_state_lock_held(&e->lk);
-    }
-    if (held && !rsdi_en_gen(e, &gen)) gen = ~(uint64_t)0;
-    rsdi_en_read_attr(e); /* it may have changed while we waited */
-    (void)rsd_reconcile_set_ours(e->rc, e->ours, e->n_ours);
-    if (RSDI_EN_INSTANCES) (void)rsd_reconcile_set_owned(e->rc, e->owned, e->n_owned);
-    rsdi_en_reset_notice(e);
-    (void)rsd_reconcile_lock_done(e->rc, held, gen, now_ms);
-    return true;
-}
-
-/* ---- slot saves: a swap keeps the conversation (desc.kv_slots) ------------------- */
-/* With desc.kv_slots, on a llama.cpp router (started with --slot-save-path DIR), an
-   unload the reconcile asks for waits while the model's slots that hold a prompt are
-   saved: GET /slots?model=M, then one POST /slots/ID?action=save {"model": M,
-   "filename": NAME} at a time (the router passes it to M's child, the body's "model"
-   naming it). After the ensure loaded its model, the same GET lists the slots, and each
-   is restored from its file (action=restore): a slot without a file answers 400 and
-   stays cold. NAME is "rsd-KEY-ID.bin", KEY 16 hex digits of FNV-1a 64 over the target's
-   key, the model id, and the child's slot count and n_ctx (the ensurer cannot see the
-   model file: the router's files are keyed by what its answers say). All of it is
-   bounded by desc.kv_timeout_ms and half of what is left of the ensure; a failed or
-   slow save or restore costs that cache (logged), never the unload, load or ensure.
-   The router neither deletes nor budgets the files: DIR is the operator's. */
-RSDI_PRIVATE uint64_t rsdi_en_kv_fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = (const unsigned char *)p;
-    size_t i;
-    for (i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
-RSDI_PRIVATE void rsdi_en_kv_body(void *user, const char *data, size_t len) {
-    rsdi_en_kv *k = ((rsd_ensurer *)user)->kv;
-    if (len > sizeof k->body - 1 - k->len) {
-        k->over = true;
-        return;
-    }
-    memcpy(k->body + k->len, data, len);
-    k->len += len;
-}
-
-/* One request of the slot saves (body NULL: GET); false when it could not be sent. */
-RSDI_PRIVATE bool rsdi_en_kv_send(rsd_ensurer *e, const char *url, const char *body, uint64_t now_ms) {
-    rsdi_en_kv *k = e->kv;
-    rsd_http_request q;
-    uint64_t dl = k->deadline < e->deadline ? k->deadline : e->deadline;
-    memset(&q, 0, sizeof q);
-    q.method = body ? "POST" : "GET";
-    q.url = url;
-    if (body) {
-        q.content_type = "application/json";
-        q.body = body;
-        q.body_len = strlen(body);
-    }
-    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    q.total_timeout_ms = dl > now_ms ? (uint32_t)(dl - now_ms < 0xFFFFFFFFu ? dl - now_ms : 0xFFFFFFFFu) : 1;
-    q.connect_timeout_ms = q.total_timeout_ms;
-    q.on_body = rsdi_en_kv_body;
-    q.user = e;
-    k->len = 0;
-    k->over = false;
-    if (now_ms >= dl || rsd_http_send(e->http, &q, now_ms, &e->h) < 0) return false;
-    e->requests++;
-    e->inflight = true;
-    e->waiting = RSDI_EN_WAIT_HTTP;
-    return true;
-}
-
-/* The saves (or restores) are over: the held unload goes, or the ensure ends. */
-RSDI_PRIVATE void rsdi_en_kv_end(rsd_ensurer *e, uint64_t now_ms, const char *why) {
-    rsdi_en_kv *k = e->kv;
-    int rc;
-    k->phase = RSDI_EN_KV_NONE;
-    if (why)
-        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: slot %s of '%s' at %s: %s",
-                  k->save ? "saves" : "restores", k->model, e->root, why);
-    if (!k->save) {
-        rsdi_en_finish(e, now_ms);
-        return;
-    }
-    k->held.http.timeout_ms = rsdi_en_left(e, now_ms, k->held.http.timeout_ms ? k->held.http.timeout_ms : 1);
-    if (!rsdi_en_http(e, &k->held, now_ms, &rc)) (void)rsd_reconcile_feed(e->rc, rc, 0, NULL, 0, now_ms);
-}
-
-/* GET ROOT/slots?model=M (M percent-encoded); false when it cannot be sent. */
-RSDI_PRIVATE bool rsdi_en_kv_list(rsd_ensurer *e, uint64_t now_ms) {
-    static const char hex[] = "0123456789ABCDEF";
-    char url[RSD_RECONCILE_URL_MAX + 3 * RSD_MODEL_ID_MAX + 16];
-    const char *m;
-    int n = RSD_SNPRINTF(url, sizeof url, "%s/slots?model=", e->root);
-    size_t o = n > 0 ? (size_t)n : sizeof url;
-    for (m = e->kv->model; *m && o + 4 < sizeof url; m++) {
-        unsigned char c = (unsigned char)*m;
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-            c == '.' || c == '~') {
-            url[o++] = (char)c;
-        } else {
-            url[o++] = '%';
-            url[o++] = hex[c >> 4];
-            url[o++] = hex[c & 15];
-        }
-    }
-    if (*m || o >= sizeof url) return false;
-    url[o] = '\0';
-    e->kv->phase = RSDI_EN_KV_LIST;
-    return rsdi_en_kv_send(e, url, NULL, now_ms);
-}
-
-/* POST ROOT/slots/ID?action=save|restore for k->ids[k->cur]; false when it cannot be sent. */
-RSDI_PRIVATE bool rsdi_en_kv_file(rsd_ensurer *e, uint64_t now_ms) {
-    rsdi_en_kv *k = e->kv;
-    char url[RSD_RECONCILE_URL_MAX + 48], name[48], body[RSD_MODEL_ID_MAX * 6 + 96];
-    rsd_json_writer w;
-    (void)RSD_SNPRINTF(name, sizeof name, "rsd-%016llx-%d.bin", (unsigned long long)k->key, k->ids[k->cur]);
-    if (RSD_SNPRINTF(url, sizeof url, "%s/slots/%d?action=%s", e->root, k->ids[k->cur], k->save ? "save" : "restore") >=
-        (int)sizeof url)
-        return false;
-    rsd_json_w_init(&w, body, sizeof body);
-    (void)rsd_json_w_begin_object(&w);
-    (void)rsd_json_w_key(&w, "model");
-    (void)rsd_json_w_str(&w, k->model);
-    (void)rsd_json_w_key(&w, "filename");
-    (void)rsd_json_w_str(&w, name);
-    (void)rsd_json_w_end_object(&w);
-    if (rsd_json_w_finish(&w) < 0) return false;
-    k->phase = RSDI_EN_KV_FILE;
-    return rsdi_en_kv_send(e, url, body, now_ms);
-}
-
-/* The next file, or the end. */
-RSDI_PRIVATE void rsdi_en_kv_next(rsd_ensurer *e, uint64_t now_ms) {
-    rsdi_en_kv *k = e->kv;
-    if (k->cur >= k->n) {
-        if (k->save || k->restored)
-            rsdi_logf(&e->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %d slot(s) %s",
-                      k->model, e->root, k->save ? k->saved : k->restored, k->save ? "saved" : "restored");
-        rsdi_en_kv_end(e, now_ms, NULL);
-        return;
-    }
-    if (!rsdi_en_kv_file(e, now_ms)) rsdi_en_kv_end(e, now_ms, "could not send the request (or no time was left)");
-}
-
-/* An answer of the slot saves. */
-RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
-    rsdi_en_kv *k = e->kv;
-    rsd_json_doc doc;
-    int64_t v = 0;
-    bool ok = ev->result == RSD_OK && ev->status == 200 && !k->over &&
-              rsd_json_parse(&doc, k->body, k->len, k->toks, RSDI_EN_KV_TOKS) > 0;
-    if (k->phase == RSDI_EN_KV_LIST) {
-        char num[48];
-        int row, idx = 0;
-        int64_t ctx = 0;
-        uint64_t h = 14695981039346656037ull;
-        unsigned char sep = 0x1f;
-        if (!ok || rsd_json_type_of(&doc, 0) != RSD_JSON_ARRAY) {
-            char why[96];
-            (void)RSD_SNPRINTF(why, sizeof why, "GET /slots?model= answered %s %d%s", rsd_result_str(ev->result),
-                               ev->status, ev->status == 501 ? " (no --slot-save-path or --no-slots?)" : "");
-            rsdi_en_kv_end(e, now_ms, why);
-            return;
-        }
-        k->n = k->cur = 0;
-        for (row = rsd_json_child(&doc, 0); row >= 0; row = rsd_json_next(&doc, row), idx++) {
-            int64_t id = idx, np = 0;
-            if (rsd_json_type_of(&doc, row) != RSD_JSON_OBJECT) continue;
-            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "id"), &id) != RSD_OK) id = idx;
-            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_prompt_tokens"), &np) != RSD_OK) np = 0;
-            if (idx == 0 && rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_ctx"), &ctx) != RSD_OK) ctx = 0;
-            if (id >= 0 && id < 1000 && (np > 0 || !k->save) && k->n < RSDI_EN_KV_SLOTS) k->ids[k->n++] = (int)id;
-        }
-        (void)RSD_SNPRINTF(num, sizeof num, "%d %lld", idx, (long long)ctx);
-        h = rsdi_en_kv_fnv(h, e->key, strlen(e->key));
-        h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), k->model, strlen(k->model));
-        h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), num, strlen(num));
-        k->key = h;
-        rsdi_en_kv_next(e, now_ms);
-        return;
-    }
-    if (ok && rsd_json_int64(&doc, rsd_json_find(&doc, 0, k->save ? "n_saved" : "n_restored"), &v) == RSD_OK && v > 0) {
-        if (k->save) k->saved++;
-        else k->restored++;
-    } else if (k->save && !(ok && v == 0)) {
-        char why[96];
-        (void)RSD_SNPRINTF(why, sizeof why, "slot %d not saved (%s %d): its cache is lost", k->ids[k->cur],
-                           rsd_result_str(ev->result), ev->status);
-        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %s",
-                  k->model, e->root, why);
-    }
-    if (ev->result == RSD_ERR_TIMEOUT) { /* the time is spent: the rest stay unsaved (cold) */
-        rsdi_en_kv_end(e, now_ms, "timed out");
-        return;
-    }
-    k->cur++;
-    rsdi_en_kv_next(e, now_ms);
-}
-
-/* Before an HTTP step: an unload on a llama.cpp router is held while its model's slots
-   are saved (true: held). */
-RSDI_PRIVATE bool rsdi_en_kv_before(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms) {
-    rsdi_en_kv *k = e->kv;
-    uint64_t half = e->deadline > now_ms ? (e->deadline - now_ms) / 2 : 0;
-    if (s->http.op != RSD_OP_UNLOAD || !s->http.model || !s->http.model[0] || e->kind != RSD_RUNTIME_LLAMACPP ||
-        !rsdi_cpy(k->model, sizeof k->model, s->http.model))
-        return false;
-    k->held = *s; /* its strings are the reconcile's, which waits for this step's answer */
-    k->save = true;
-    k->deadline = now_ms + (k->timeout_ms < half ? k->timeout_ms : half);
-    e->op = RSD_OP_UNLOAD; /* progress: the unload (its saves) */
-    (void)rsdi_cpy(e->op_model, sizeof e->op_model, k->model);
-    if (!rsdi_en_kv_list(e, now_ms)) {
-        k->phase = RSDI_EN_KV_NONE;
-        return false;
-    }
-    return true;
-}
-
-/* At the end: the model this ensure loaded gets its slots back (true: restoring). */
-RSDI_PRIVATE bool rsdi_en_kv_after(rsd_ensurer *e, uint64_t now_ms) {
-    rsdi_en_kv *k = e->kv;
-    const rsd_reconcile_result *res = rsd_reconcile_result_of(e->rc);
-    uint64_t half = e->deadline > now_ms ? (e->deadline - now_ms) / 2 : 0;
-    if (k->restore_tried) return false;
-    k->restore_tried = true;
-    if (!res->loaded || res->error != RSD_OK || e->kind != RSD_RUNTIME_LLAMACPP ||
-        !e->model[0] || !rsdi_cpy(k->model, sizeof k->model, res->wire_id[0] ? res->wire_id : e->model))
-        return false;
-    k->save = false;
-    k->deadline = now_ms + (k->timeout_ms < half ? k->timeout_ms : half);
-    if (!rsdi_en_kv_list(e, now_ms)) {
-        k->phase = RSDI_EN_KV_NONE;
-        return false;
-    }
-    return true;
-}
-
-/* One step of the reconcile: perform what it asks. False = come back later (PENDING). */
-RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
-    rsd_step s = rsd_reconcile_next(e->rc, now_ms);
-    int rc;
-    switch (s.kind) {
-    case RSD_STEP_HTTP:
-        if (RSDI_EN_KV_ON(e) && rsdi_en_kv_before(e, &s, now_ms)) return true; /* the saves first */
-        if (!rsdi_en_http(e, &s, now_ms, &rc)) (void)rsd_reconcile_feed(e->rc, rc, 0, NULL, 0, now_ms);
-        return true;
-    case RSD_STEP_WAIT:
-        e->waiting = RSDI_EN_WAIT_WAKE;
-        e->rwake = e->wake = s.wake_ms;
-        if (s.wait_model) rsdi_en_sse_wait(e, now_ms); /* else a backoff: no event ends it */
-        return now_ms >= e->wake;
-    case RSD_STEP_LOCK:
-        if (RSDI_EN_CO(e)) {
-            if (rsd_etcd_lock_begin(RSDI_EN_CO(e), e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
-                (void)rsd_reconcile_lock_done(e->rc, false, 0, now_ms);
-                return true;
-            }
-            e->waiting = RSDI_EN_WAIT_COORD;
-            e->co_then = RSDI_EN_CO_LOCK;
-            return true;
-        }
-        if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
-            (void)rsd_reconcile_lock_done(e->rc, false, 0, now_ms);
-            return true;
-        }
-        e->lk_active = true;
-        e->waiting = RSDI_EN_WAIT_LOCK;
-        return true;
-    case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); return true;
-    case RSD_STEP_UNLOCK:
-        if (RSDI_EN_CO(e)) { /* released now; the ensure ends once etcd deleted the key */
-            (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), now_ms);
-            e->waiting = RSDI_EN_WAIT_COORD;
-            e->co_then = RSDI_EN_CO_UNLOCK;
-            return true;
-        }
-        if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
-        e->lk_active = false;
-        return true;
-    case RSD_STEP_DONE:
-        if (RSDI_EN_KV_ON(e) && rsdi_en_kv_after(e, now_ms)) return true; /* the restores first */
-        rsdi_en_finish(e, now_ms);
-        return true;
-    default: return true;
-    }
-}
-
-RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms);
-
-/* One step of the ensure (or of a release's current ensure). */
-RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
-    int guard, rc;
-    if (RSDI_EN_CO(e)) (void)rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
-    if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
-    e->last_now = now_ms;
-    for (guard = 0; guard < 256; guard++) {
-        if (e->inflight || (e->sse_open && guard == 0)) {
-            rsd_http_event ev;
-            bool fed = false;
-            (void)rsd_http_client_step(e->http, now_ms);
-            while ((e->inflight || e->sse_open) && rsd_http_next_event(e->http, &ev)) {
-                if (e->sse_open && ev.req.id == e->sse_h.id) {
-                    rsdi_en_sse_ended(e, &ev);
-                    continue;
-                }
-                if (!e->inflight || ev.req.id != e->h.id) continue; /* someone else's request on our client */
-                e->inflight = false;
-                e->waiting = RSDI_EN_WAIT_NONE;
-                fed = true;
-                if (RSDI_EN_IN_LEASE(e)) rsdi_en_ls_answer(e, &ev, now_ms);
-                else if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
-                else if (RSDI_EN_KV_ON(e) && e->kv->phase != RSDI_EN_KV_NONE) rsdi_en_kv_answer(e, &ev, now_ms);
-                else (void)rsd_reconcile_feed(e->rc, ev.result, ev.status, NULL, 0, now_ms);
-            }
-            if (e->inflight) return RSD_PENDING;
-            if (fed) continue;
-        }
-        if (e->phase == RSDI_EN_DONE) return e->final;
-        if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease: the next request when it is due */
-            if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
-            e->waiting = RSDI_EN_WAIT_NONE;
-            if (e->ls == RSDI_EN_LS_POLL && now_ms >= e->deadline) {
-                rsdi_en_fail(e, RSD_ERR_TIMEOUT, now_ms,
-                             "rsd-serve lease %s at %s: %llu of %llu bytes granted but not ready within %llu ms "
-                             "(its stopped processes have not exited); release it or let its ttl pass",
-                             e->lease_id, e->root, (unsigned long long)e->ls_granted,
-                             (unsigned long long)e->ls_requested, (unsigned long long)(now_ms - e->t0));
-                return e->final;
-            }
-            if (!rsdi_en_ls_send(e, now_ms)) return e->final;
-            continue;
-        }
-        if (RSDI_EN_DETECTING(e)) {
-            rsd_step s = rsd_detect_next(e->detect, now_ms);
-            if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
-            if (!rsdi_en_http(e, &s, now_ms, &rc)) {
-                rsdi_en_fail(e, rc, now_ms, "GET %s: %s", s.http.url, rsd_result_str(rc));
-                return e->final;
-            }
-            e->requests++;
-            continue;
-        }
-        if (e->waiting == RSDI_EN_WAIT_LOCK || e->waiting == RSDI_EN_WAIT_COMMIT) { /* the target's or the attribution's file lock */
-            bool commit = e->waiting == RSDI_EN_WAIT_COMMIT;
-            int r = rsdi_state_lock_code(e->st, commit ? &e->alk : &e->lk, now_ms);
-            if (r == RSD_PENDING) return RSD_PENDING;
-            e->waiting = RSDI_EN_WAIT_NONE;
-            if (commit) rsdi_en_commit_end(e, r);
-            else if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
-            continue;
-        }
-        if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
-            int r = rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms);
-            if (r == RSD_PENDING) return RSD_PENDING;
-            e->waiting = RSDI_EN_WAIT_NONE;
-            if (e->co_then == RSDI_EN_CO_READ) {
-                e->co_read = true;
-                e->co_read_err = r;
-                rsdi_en_start_run(e, NULL, now_ms);
-            } else if (e->co_then == RSDI_EN_CO_LOCK) {
-                if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
-            } else if (e->co_then == RSDI_EN_CO_COMMIT) {
-                rsdi_en_commit_end(e, r);
-            }
-            continue;
-        }
-        if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
-        if (!rsdi_en_run_step(e, now_ms)) return RSD_PENDING;
-        if (e->phase == RSDI_EN_DONE) return e->final;
-    }
-    return RSD_PENDING;
-}
-
-/* One step of what runs: RSD_PENDING, or the code it ended with. */
-RSDI_PRIVATE int rsdi_en_step(rsd_ensurer *e, uint64_t now_ms) {
-    if (e->rel != RSDI_EN_REL_NONE) return rsdi_en_rel_step(e, now_ms);
-    return rsdi_en_step_one(e, now_ms);
-}
-
-/* The ensure (or release) has ended and its event was not pulled yet. */
-RSDI_PRIVATE bool rsdi_en_done_waits(const rsd_ensurer *e) {
-    if (e->done_taken) return false;
-    return e->rel != RSDI_EN_REL_NONE ? e->rel == RSDI_EN_REL_DONE : e->phase == RSDI_EN_DONE;
-}
-
-RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
-    if (!e) return RSD_ERR_ARG;
-    (void)rsdi_en_step(e, now_ms);
-    return rsdi_en_done_waits(e) ? 1 : 0;
-}
-
-RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out) {
-    if (!e || !out || !rsdi_en_done_waits(e)) return false;
-    rsd_ensurer_query(e, out);
-    out->result = e->rel != RSDI_EN_REL_NONE ? e->rel_final : e->final;
-    e->done_taken = true;
-    return true;
-}
-
-RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap) {
-    int n;
-    if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) return 0; /* between ensures: a file lock */
-    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE)) return 0;
-    n = rsd_http_client_pollfds(e->http, out, cap);
-    if (RSDI_EN_CO(e)) n += rsd_etcd_pollfds(RSDI_EN_CO(e), out + (n < cap ? n : cap), n < cap ? cap - n : 0);
-    return n;
-}
-
-RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e) {
-    uint64_t dl;
-    if (e && rsdi_en_done_waits(e)) return 0;
-    if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) /* between ensures */
-        return e->alk_active ? e->alk.wake_ms : 0;
-    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE))
-        return RSD_NO_DEADLINE;
-    switch (e->waiting) {
-    case RSDI_EN_WAIT_HTTP:
-        dl = rsdi_client_deadline(e->http);
-        break;
-    case RSDI_EN_WAIT_WAKE: dl = e->wake; break;
-    case RSDI_EN_WAIT_LOCK: dl = e->lk.wake_ms; break;
-    case RSDI_EN_WAIT_COMMIT: dl = e->alk.wake_ms; break;
-    case RSDI_EN_WAIT_COORD: dl = RSD_NO_DEADLINE; break; /* etcd's own, below */
-    default: return 0;
-    }
-    if (RSDI_EN_CO(e)) { /* etcd's requests, retries and the lease's keepalive */
-        uint64_t c = rsd_etcd_next_deadline(RSDI_EN_CO(e));
-        if (c < dl) dl = c;
-    }
-    return dl;
-}
-
-RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
-    int n = rsd_reconcile_notices(e ? e->rc : NULL, out);
-    return e && e->reconciling ? n : 0;
-}
-
-RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
-    if (!out) return;
-    memset(out, 0, sizeof *out);
-    out->message = "";
-    out->op_model = "";
-    out->load_stage = "";
-    out->load_progress = -1.0;
-    out->wire_id = "";
-    if (!e) {
-        out->result = RSD_ERR_ARG;
-        return;
-    }
-    out->done = e->phase == RSDI_EN_DONE;
-    out->result = e->phase == RSDI_EN_DONE ? e->final : e->phase == RSDI_EN_IDLE ? RSD_ERR_STATE : RSD_PENDING;
-    out->runtime = e->kind;
-    out->requests = e->requests;
-    if (RSDI_EN_KV_ON(e)) {
-        out->kv_saved = e->kv->saved;
-        out->kv_restored = e->kv->restored;
-    }
-    out->elapsed_ms = out->done ? e->elapsed : (e->last_now > e->t0 ? e->last_now - e->t0 : 0);
-    out->op = e->op;
-    out->op_model = e->op_model;
-    out->lock_waiting = e->phase == RSDI_EN_RUN && e->waiting == RSDI_EN_WAIT_LOCK;
-    out->wire_id = e->model;
-    out->evicted = e->res->evicted;
-    (void)rsd_reconcile_notices(e->rc, &out->notices);
-    out->lease_id = e->lease_id;
-    if (e->reconciling) {
-        const rsd_reconcile_result *r = e->res;
-        out->load_progress = rsd_reconcile_progress(e->rc, &out->load_stage);
-        out->outcome = r->outcome;
-        out->decision = r->decision;
-        out->reason = r->reason;
-        out->cache_hit = r->cache_hit;
-        out->keep_resident = r->keep_resident;
-        out->lock_held = r->lock_held;
-        out->loaded = r->loaded;
-        out->mutated = r->mutated;
-        out->requests += r->requests;
-        out->message = r->message;
-        out->state_error = r->state_error;
-        out->n_evicted = r->n_evicted;
-        out->freed_bytes = r->freed_bytes;
-        out->n_notices = rsd_reconcile_notices(e->rc, NULL);
-        if (r->wire_id[0]) out->wire_id = r->wire_id;
-        out->lms_tier = r->tier;
-    } else if (e->hit) {
-        out->outcome = e->outcome;
-        out->decision = e->hit_v.decision;
-        out->reason = e->hit_v.reason;
-        out->cache_hit = true;
-        out->keep_resident = e->hit_v.keep_resident;
-        if (e->hit_v.wire_id[0]) out->wire_id = e->hit_v.wire_id;
-        out->lms_tier = (rsd_lms_tier)e->hit_v.tier;
-    } else {
-        out->outcome = e->outcome;
-        out->decision = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_DECISION_OBSERVE : RSD_DECISION_NONE;
-        out->reason = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_REASON_PROBE_FAILED : RSD_REASON_NONE;
-        out->message = e->message;
-        if (e->ls_used) { /* rsd-serve's lease: what it granted and stopped (a release: what comes back) */
-            out->freed_bytes = e->ls_granted;
-            out->evicted = e->ls_stopped;
-            out->n_evicted = e->n_ls_stopped;
-            out->mutated = e->n_ls_stopped > 0;
-            if (e->outcome == RSD_OUTCOME_FREED) {
-                out->decision = RSD_DECISION_FREE;
-                out->reason = e->ls_granted < e->ls_requested ? RSD_REASON_FREE_SHORT : RSD_REASON_FREE_BYTES;
-            } else if (e->outcome == RSD_OUTCOME_DECLINED) {
-                out->decision = RSD_DECISION_DECLINE;
-                out->reason = RSD_REASON_FREE_NOTHING;
-            } else if (e->ls_requested == 0 && e->final == RSD_OK) { /* a release: rsd-serve starts them again */
-                int k;
-                for (k = 0; k < e->n_ls_stopped; k++) out->restored += e->ls_stopped[k].restored;
-            }
-        }
-    }
-    if (e->rel != RSDI_EN_REL_NONE) { /* a state-directory lease's release */
-        out->restored = e->rel_n;
-        if (e->rel != RSDI_EN_REL_DONE) {
-            out->done = false;
-            out->result = RSD_PENDING;
-        } else if (e->rel_final < 0 && (e->rel_err < 0 || !e->rel_ran)) { /* the first failure's words */
-            out->result = e->rel_final;
-            out->outcome = e->rel_err < 0 ? e->rel_outcome : RSD_OUTCOME_NONE;
-            out->decision = e->rel_err < 0 ? e->rel_decision : RSD_DECISION_NONE;
-            out->reason = e->rel_err < 0 ? e->rel_reason : RSD_REASON_NONE;
-            out->message = e->rel_msg;
-            out->op_model = out->wire_id = out->lease_id = out->load_stage = "";
-            out->n_evicted = out->n_notices = 0;
-            out->evicted = NULL;
-            out->notices = NULL;
-        }
-    }
-}
-
-/* Steps a begun ensure (or release) to its end, poll() between steps; pulls its event. */
-RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
-    rsd_pollfd fds[32];
-    rsd_ensure_result res;
-    while (rsd_ensurer_step(e, rsd_now_ms()) == 0) {
-        int n = rsd_ensurer_pollfds(e, fds, 32), timeout;
-        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
-        if (n > 32) n = 32; /* fds[] is the blocking call's own: the rest waits for the next round */
-        if (dl == RSD_NO_DEADLINE) timeout = n ? -1 : 10;
-        else if (dl <= now) timeout = 0;
-        else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
-        if (timeout == 0) continue;
-        if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
-    }
-    if (out) rsd_ensurer_query(e, out);
-    if (!rsd_ensurer_next_event(e, &res)) return RSD_PENDING; /* poll() failed */
-    return res.result;
-}
-
-RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
-    int rc;
-    if (out) memset(out, 0, sizeof *out);
-    if (!e) return RSD_ERR_ARG;
-    if (q && q->url) (void)rsd_ensurer_resolve_sync(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
-    rc = rsd_ensurer_begin(e, q, rsd_now_ms());
-    if (rc == RSD_ERR_STATE) return rc;
-    return rsdi_en_loop(e, out);
-}
-
-RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                           uint64_t now_ms) {
-    static const char pre[] = RSDI_EN_LS_PREFIX;
-    rsd_ensure_req one;
-    uint64_t id = 0;
-    const char *p;
-    int rc;
-    if (!e || !lease_id) return RSD_ERR_ARG;
-    if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN || e->phase == RSDI_EN_LEASE) return RSD_ERR_STATE;
-    if (e->rel != RSDI_EN_REL_NONE && e->rel != RSDI_EN_REL_DONE) return RSD_ERR_STATE;
-    e->rel = RSDI_EN_REL_NONE;
-    if (strncmp(lease_id, pre, sizeof pre - 1) != 0) { /* a state-directory lease: one ensure per model */
-        if (!lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
-        if (!e->st) return RSD_ERR_STATE;
-        if (q && q->url && !rsdi_cpy(e->url, sizeof e->url, q->url)) return RSD_ERR_URL; /* each ensure's */
-        memset(&e->rel_q, 0, sizeof e->rel_q);
-        if (q) e->rel_q = *q;
-        e->rel_url_given = q && q->url;
-        (void)rsdi_cpy(e->bearer, sizeof e->bearer, q && q->bearer ? q->bearer : "");
-        if (q && q->bearer && strlen(q->bearer) >= sizeof e->bearer) return RSD_ERR_ARG;
-        (void)RSD_SNPRINTF(e->rel_key, sizeof e->rel_key, "lease|%s", lease_id);
-        e->rel_final = e->rel_err = RSD_OK;
-        e->rel_n = 0;
-        e->rel_kept = 0;
-        e->rel_resolve = e->rel_ran = false;
-        e->rel_msg[0] = '\0';
-        e->rel = RSDI_EN_REL_READ;
-        e->done_taken = false;
-        (void)now_ms;
-        return RSD_OK;
-    }
-    if (!RSDI_EN_SERVE_LEASE) {
-        e->phase = RSDI_EN_DONE;
-        e->done_taken = false;
-        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s is an rsd-serve lease, and this build has none "
-                     "(RSD_NO_SERVE_LEASE)", lease_id);
-        return RSD_ERR_ARG;
-    }
-    for (p = lease_id + sizeof pre - 1; *p >= '0' && *p <= '9' && id <= 0xFFFFFFFFu; p++)
-        id = id * 10 + (uint64_t)(*p - '0');
-    memset(&one, 0, sizeof one);
-    if (q) one = *q;
-    one.model = NULL;
-    one.free_bytes = 1; /* begin's checks and resets, as for the lease's take */
-    one.runtime = RSD_RUNTIME_AUTO;
-    if (*p || !id || id > 0xFFFFFFFFu || !q || !q->url || e->only_kind == RSD_RUNTIME_LMSTUDIO ||
-        e->only_kind == RSD_RUNTIME_OLLAMA) {
-        e->phase = RSDI_EN_DONE;
-        e->ls_used = false;
-        e->done_taken = false;
-        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s needs a valid id and the rsd-serve URL (q->url)",
-                     lease_id);
-        return RSD_ERR_ARG;
-    }
-    if ((rc = rsd_ensurer_begin(e, &one, now_ms)) < 0) return rc;
-    e->free_bytes = e->ls_requested = 0;
-    e->ls = RSDI_EN_LS_DROP;
-    e->ls_id = id;
-    (void)rsdi_cpy(e->lease_id, sizeof e->lease_id, lease_id);
-    return RSD_OK;
-}
-
-/* The release ends: its code (the first failed ensure's, else RSD_OK). */
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 3, 4)))
-#endif
-RSDI_PRIVATE int rsdi_en_rel_end(rsd_ensurer *e, int final, const char *fmt, ...) {
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        (void)vsnprintf(e->rel_msg, sizeof e->rel_msg, fmt, ap);
-        va_end(ap);
-    }
-    if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
-    e->alk_active = false;
-    e->rel = RSDI_EN_REL_DONE;
-    e->rel_final = final;
-    return final;
-}
-
-/* A state-directory lease's release, one step: under the record's lock (taken without
-   blocking) read it and begin the ensure of its next model; step that ensure; take what
-   came back out of the record. What failed stays in it (rel_kept) for another release. */
-RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
-    static const char ext[] = ".lease";
-    int guard, r;
-    for (guard = 0; guard < 64; guard++) {
-        bool first = !e->rel_n && !e->rel_kept;
-        if (e->rel == RSDI_EN_REL_DONE) return e->rel_final;
-        if (e->rel == RSDI_EN_REL_RUN) {
-            rsd_ensure_result res;
-            r = rsdi_en_step_one(e, now_ms);
-            if (r == RSD_PENDING) return RSD_PENDING;
-            rsd_ensurer_query(e, &res);
-            if (r == RSD_OK && res.outcome == RSD_OUTCOME_RESIDENT) {
-                e->rel = RSDI_EN_REL_DROP;
-                continue;
-            }
-            if (e->rel_err == RSD_OK) { /* its words outlive the ensures after it */
-                e->rel_err = r < 0 ? r : RSD_ERR_STATE;
-                e->rel_outcome = res.outcome;
-                e->rel_decision = res.decision;
-                e->rel_reason = res.reason;
-                (void)rsdi_cpy(e->rel_msg, sizeof e->rel_msg, res.message ? res.message : "");
-            }
-            e->rel_kept++;
-            e->rel = RSDI_EN_REL_READ;
-            continue;
-        }
-        if (!e->alk_active) { /* READ or DROP: the record's lock first */
-            r = rsd_state_attr_lock_begin(e->st, &e->alk, e->rel_key, now_ms, 0);
-            if (r < 0) {
-                if (e->rel == RSDI_EN_REL_READ)
-                    return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
-                                           e->rel_key + 6, rsd_result_str(r));
-                e->rel_n++; /* it came back but could not leave the record: go on past it */
-                e->rel_kept++;
-                e->rel = RSDI_EN_REL_READ;
-                continue;
-            }
-            e->alk_active = true;
-        }
-        r = rsdi_state_lock_code(e->st, &e->alk, now_ms);
-        if (r == RSD_PENDING) return RSD_PENDING;
-        if (r != RSD_OK) {
-            rsd_state_unlock(e->st, &e->alk);
-            e->alk_active = false;
-            if (e->rel == RSDI_EN_REL_READ) {
-                r = r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
-                return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
-                                       e->rel_key + 6, rsd_result_str(r));
-            }
-            e->rel_n++;
-            e->rel_kept++;
-            e->rel = RSDI_EN_REL_READ;
-            continue;
-        }
-        if (e->rel == RSDI_EN_REL_DROP) { /* the entry of the model that came back (e->model) leaves */
-            const rsd_attr_set *lease = rsdi_state_scratch(e->st);
-            char model[RSD_STATE_MAX_ID_BYTES + 1], at[RSD_STATE_MAX_ID_BYTES + 1];
-            rsd_attr_change gone;
-            size_t j;
-            r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
-            for (j = e->rel_kept; r > 0 && j < lease->count && strcmp(lease->items[j].model, e->model) != 0; j++) {
-            }
-            if (r > 0 && j < lease->count) {
-                (void)rsdi_cpy(model, sizeof model, lease->items[j].model); /* the update reads the record again */
-                (void)rsdi_cpy(at, sizeof at, lease->items[j].instance);
-                gone.model = model;
-                gone.instance = at;
-                gone.remove = true;
-                r = rsdi_record_update_locked(e->st, e->rel_key, ext, &gone, 1, 0, true);
-            } else {
-                r = 0;
-            }
-            rsd_state_unlock(e->st, &e->alk);
-            e->alk_active = false;
-            e->rel_n++;
-            if (r <= 0) e->rel_kept++; /* it could not leave the record: go on past it */
-            e->rel = RSDI_EN_REL_READ;
-            continue;
-        }
-        { /* READ: the record, then its next model's ensure */
-            const rsd_attr_set *lease = rsdi_state_scratch(e->st);
-            rsd_ensure_req one;
-            char url[RSD_RECONCILE_URL_MAX], bearer[RSD_RECONCILE_BEARER_MAX], model[RSD_STATE_MAX_ID_BYTES + 1];
-            r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
-            rsd_state_unlock(e->st, &e->alk);
-            e->alk_active = false;
-            if (first && r <= 0)
-                return rsdi_en_rel_end(e, r < 0 ? r : RSD_ERR_NOT_FOUND, "release: no lease %s here%s",
-                                       e->rel_key + 6, r < 0 ? " (its record could not be read)" : "");
-            if (r < 0 || lease->count <= e->rel_kept) return rsdi_en_rel_end(e, e->rel_err, NULL);
-            (void)rsdi_cpy(model, sizeof model, lease->items[e->rel_kept].model);
-            (void)rsdi_cpy(url, sizeof url, e->rel_url_given ? e->url : lease->items[e->rel_kept].instance);
-            (void)rsdi_cpy(bearer, sizeof bearer, e->bearer);
-            one = e->rel_q;
-            one.url = url;
-            one.model = model;
-            one.bearer = bearer[0] ? bearer : NULL;
-            one.free_bytes = 0;
-            if (e->rel_resolve) (void)rsd_ensurer_resolve_sync(e, url); /* the blocking rsd_ensurer_lease_return_sync only */
-            e->rel_ran = true;
-            e->rel = RSDI_EN_REL_RUN;
-            (void)rsdi_en_begin(e, &one, now_ms); /* an error ends that ensure at once: the RUN step reads it */
-        }
-    }
-    return RSD_PENDING;
-}
-
-RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                                          rsd_ensure_result *out) {
-    int r;
-    if (out) memset(out, 0, sizeof *out);
-    if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
-    if (strncmp(lease_id, RSDI_EN_LS_PREFIX, sizeof RSDI_EN_LS_PREFIX - 1) != 0 && !e->st) return RSD_ERR_STATE;
-    if (q && q->url) (void)rsd_ensurer_resolve_sync(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
-    if ((r = rsd_ensurer_lease_return_begin(e, q, lease_id, rsd_now_ms())) < 0) {
-        if (out) rsd_ensurer_query(e, out);
-        return r;
-    }
-    e->rel_resolve = true; /* blocking anyway: each recorded URL's host name is resolved first */
-    r = rsdi_en_loop(e, out);
-    if (r < 0) return r;
-    {
-        rsd_ensure_result res;
-        rsd_ensurer_query(e, &res);
-        return res.restored;
-    }
-}
-/* ==== ensure end ========================================================== */
 
 /* ==== >>proc ============================================================== */
 #ifndef RSD_NO_PROCESS
@@ -14928,6 +12313,2608 @@ RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, cha
 }
 #endif /* RSD_NO_ETCD */
 /* ==== etcd end ============================================================ */
+
+/* ==== >>ensure: rsd_ensurer, the reconcile over sockets =================== */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if !defined(_WIN32) /* Windows: winsock2.h / ws2tcpip.h from the net section */
+#include <poll.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#endif
+
+enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE, RSDI_EN_LEASE };
+/* rsd-serve's own lease (phase LEASE): the request in flight or due */
+enum { RSDI_EN_LS_NONE = 0, RSDI_EN_LS_TAKE, RSDI_EN_LS_POLL, RSDI_EN_LS_DROP };
+/* a state-directory lease's release: read the record, ensure its next model, take it out */
+enum { RSDI_EN_REL_NONE = 0, RSDI_EN_REL_READ, RSDI_EN_REL_RUN, RSDI_EN_REL_DROP, RSDI_EN_REL_DONE };
+enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT,
+       RSDI_EN_WAIT_COORD };
+/* what a coordinator (etcd) operation the ensure waits on was for */
+enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOCK };
+/* The ensurer's etcd coordinator: always NULL in a build without etcd (its create fails
+   there), so every etcd branch of the ensure compiles out. */
+#ifdef RSD_NO_ETCD
+#define RSDI_EN_CO(e) ((rsd_etcd *)NULL)
+#else
+#define RSDI_EN_CO(e) ((e)->co)
+#endif
+/* True while the ensure detects its runtime: never in a build without detection, so
+   detection's branches of the ensure compile out. */
+#ifdef RSD_NO_DETECT
+#define RSDI_EN_DETECTING(e) ((void)(e), 0)
+#define RSDI_EN_DETECTS_NOTHING 1
+#else
+#define RSDI_EN_DETECTING(e) ((e)->phase == RSDI_EN_DETECT)
+#define RSDI_EN_DETECTS_NOTHING 0
+#endif
+/* 1 when a built-in runtime can run models as instances: LM Studio is the only one, so
+   in a build without it every instance branch of the ensure compiles out. */
+#ifdef RSD_NO_LMSTUDIO
+#define RSDI_EN_INSTANCES 0
+#else
+#define RSDI_EN_INSTANCES 1
+#endif
+/* 1 when a free request tries rsd-serve's own lease first (RSD_NO_SERVE_LEASE: 0, and
+   every branch of that lease compiles out). */
+#ifdef RSD_NO_SERVE_LEASE
+#define RSDI_EN_SERVE_LEASE 0
+#else
+#define RSDI_EN_SERVE_LEASE 1
+#endif
+#define RSDI_EN_IN_LEASE(e) (RSDI_EN_SERVE_LEASE && (e)->phase == RSDI_EN_LEASE)
+/* 1 when the ensurer can save slots around its unloads and loads (desc.kv_slots;
+   RSD_NO_ENSURE_KV: 0, and every branch of it compiles out). */
+#ifdef RSD_NO_ENSURE_KV
+#define RSDI_EN_KV_BUILT 0
+#else
+#define RSDI_EN_KV_BUILT 1
+#endif
+#define RSDI_EN_KV_ON(e) (RSDI_EN_KV_BUILT && (e)->kv != NULL)
+enum { RSDI_EN_KV_BODY = 32768, RSDI_EN_KV_TOKS = 2048, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000 };
+enum { RSDI_EN_KV_NONE = 0, RSDI_EN_KV_LIST, RSDI_EN_KV_FILE };
+/* The slot saves of desc.kv_slots (the "slot saves" section). */
+typedef struct rsdi_en_kv {
+    int phase;                        /* NONE, LIST (GET /slots?model=), FILE (one save or restore) */
+    bool save;                        /* saving before an unload (held), else restoring after the load */
+    bool restore_tried;               /* this ensure's load was looked at */
+    uint32_t timeout_ms;              /* desc.kv_timeout_ms */
+    rsd_step held;                    /* the reconcile's unload, sent when the saves are over */
+    char model[RSD_MODEL_ID_MAX];
+    uint64_t key, deadline;
+    int ids[RSDI_EN_KV_SLOTS], n, cur;
+    int saved, restored;              /* this ensure's (the result's kv_saved, kv_restored) */
+    size_t len;
+    bool over;
+    char body[RSDI_EN_KV_BODY];
+    rsd_json_tok toks[RSDI_EN_KV_TOKS];
+} rsdi_en_kv;
+enum {
+    RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
+    RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
+};
+
+typedef struct rsdi_ensure_name {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1];
+    char addr[64];
+} rsdi_ensure_name;
+
+typedef struct rsdi_ensure_det {
+    char key[RSD_TARGET_KEY_MAX];
+    rsd_runtime_kind kind;
+} rsdi_ensure_det;
+
+/* A last use this ensurer saw (an ensure that returned resident): the record without a
+   state directory, and with one what was written (one write a second at most) or is
+   still to be written (pending: the file lock was busy). */
+enum { RSDI_EN_USES = 32, RSDI_EN_USE_TEXT = 4096, RSDI_EN_USE_WRITE_MS = 1000 };
+typedef struct rsdi_ensure_use {
+    uint64_t used_ms, written_ms;
+    uint16_t key_at, model_at;        /* its key and model in the ensurer's use_text */
+    bool pending;
+} rsdi_ensure_use;
+
+/* What detection learnt that the reconcile can use: the router's instance limit, and
+   the first listing when the probe was that very GET. */
+typedef struct rsdi_en_found {
+    bool capacity_known, unlimited;
+    uint32_t max_instances;
+    const char *listing;
+    size_t listing_len;
+} rsdi_en_found;
+
+struct rsd_ensurer {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    rsd_http_client *http;
+    int (*user_resolve)(void *user, const char *host, char *out, size_t cap);
+    void *user_resolve_user;
+    struct rsdi_en_kv *kv;            /* desc.kv_slots: the slot saves' state and buffers (in the block) */
+    rsd_state *st;
+    rsd_etcd *co;                     /* etcd: lock, attribution and generation (else the state dir) */
+    int co_then, co_read_err;
+    bool co_read;                     /* this ensure's first read from etcd is done */
+    bool co_told;                     /* this ensure said the etcd record is corrupt */
+    int n_prot_all;                   /* the configured protected models plus the other hosts', each once */
+    rsd_protected_model prot_all[RSD_MAX_PROTECTED];
+    bool prot_over;                   /* they were more than RSD_MAX_PROTECTED: some are not known */
+    rsd_state_lock lk;
+    bool lk_active;
+    rsd_state_lock alk;               /* the attribution-file lock of a COMMIT */
+    bool alk_active;
+    int n_chg;
+    rsd_attr_change chg[RSDI_EN_MAX_CHANGES]; /* the COMMIT's changes (views into the machine's result) */
+    bool ignore_env, has_env, no_cache, lock_fail_closed;
+    char env[128];
+    int n_protected;
+    rsd_protected_model prot[RSD_MAX_PROTECTED]; /* ids in the ensurer's block, each its own length */
+    rsd_decision_cache *cache;        /* in the ensurer's block; NULL with desc.no_cache */
+    rsdi_ensure_name names[RSD_ENSURE_MAX_NAMES];
+    int names_next;
+    rsdi_ensure_det det[RSD_ENSURE_MAX_NAMES];
+    int det_next;
+    /* /models/sse (llama.cpp router): targets known to lack it, the open stream */
+    bool no_sse;
+    uint32_t sse_poll_ms;
+    char nosse[RSD_ENSURE_MAX_NAMES][RSD_TARGET_KEY_MAX];
+    int nosse_next;
+    bool sse_open, sse_fresh, sse_fast, sse_tried; /* tried: opened once in this ensure */
+    bool hit;                         /* the current ensure ended on the TTL fast path */
+    rsd_cache_hit hit_v;              /* that hit */
+    rsd_http_req_h sse_h;
+    uint64_t rwake;                   /* the reconcile's own wake of the current WAIT */
+    uint32_t sse_events, sse_wakes, n_pend;
+    uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
+    char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
+    /* the current ensure */
+    int phase, final, waiting, error;
+    bool inflight, reconciling, observe, user_managed, keep_pinned;
+    bool timeout_given;               /* q->timeout_ms was set (else the runtime's default) */
+    bool env_warned;                  /* the ENV_UNKNOWN notice was given (once per ensurer) */
+    rsdi_en_found found;              /* what detection found (kept while etcd is read first) */
+    rsd_http_req_h h;
+    rsd_runtime_kind kind;
+    rsd_runtime_kind only_kind;       /* desc.runtime: the one runtime it serves (AUTO = any) */
+    const rsd_runtime *rt;            /* the runtime of the current run */
+    rsd_outcome outcome;
+    uint32_t ctx, ctx_ceiling, ctx_floor, timeout_ms, probe_ms, probe_ms_req, requests;
+    uint64_t cap_bytes, keep_bytes, kv_per_token;
+    uint64_t t0, deadline, wake, last_now, elapsed;
+    rsd_http_op op;
+    char op_model[RSD_MODEL_ID_MAX];
+    char url[RSD_RECONCILE_URL_MAX];
+    char root[RSD_RECONCILE_URL_MAX];
+    char model[RSD_MODEL_ID_MAX];
+    char bearer[RSD_RECONCILE_BEARER_MAX];
+    char key[RSD_TARGET_KEY_MAX];
+    /* The key of url, kept while the next ensure names the same URL and runtime: a
+       decision-cache hit then normalises nothing. */
+    bool memo_ok;                     /* memo_key is url's under memo_kind */
+    rsd_runtime_kind memo_kind;
+    char memo_key[RSD_TARGET_KEY_MAX];
+    char message[RSD_RECONCILE_TEXT_MAX];
+    rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
+    int n_ours, n_owned;
+    const char *ours[RSD_RECONCILE_MAX_OURS];
+    rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
+    char *mem;                        /* no state dir: the instances this ensurer loaded, "key\0model\0inst\0"
+                                         each, in mem_used of mem_cap bytes (attr_arena_bytes, in the ensurer's
+                                         block; none when its runtime has no instances) */
+    char *mem_own;                    /* ... or allocated at create when the state directory could not be opened */
+    size_t mem_cap, mem_used;
+    rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
+                                         directory or etcd, else NULL); the last-use and lease records are
+                                         read into the state's own scratch set, each used before the next read */
+    char *attr_arena;                 /* attrs' ids (attr_arena_bytes, after the set in the scratch region;
+                                         set up again at each read: detection uses the region before) */
+    size_t attr_arena_bytes;
+    bool attr_over_told;              /* this ensure said the attribution does not fit attr_arena_bytes */
+    uint64_t free_bytes;              /* a free ensure: the bytes asked */
+    char lease_id[48];                /* a free ensure: its lease ("" none) */
+    /* rsd-serve's own lease (phase LEASE): a free ensure's POST /_rsd/lease and GET polls, or a
+       release's DELETE; its answers go to the reconcile's buffer (not reconciling then) */
+    int ls;                           /* RSDI_EN_LS_*: the request in flight or due */
+    bool ls_used;                     /* this ensure (or release) spoke to rsd-serve's lease endpoint */
+    bool ls_over;                     /* its answer did not fit the buffer */
+    uint32_t lease_ttl_ms, ls_delay;  /* the ttl sent; the next poll's delay (fast first, doubling) */
+    size_t ls_len;                    /* bytes of the answer so far */
+    uint64_t ls_id, ls_granted, ls_requested;
+    int n_ls_stopped;                 /* the models it stopped (a release: that rsd-serve starts again), in
+                                         ls_stopped */
+    /* a state-directory lease's release (rsd_ensurer_lease_return_begin): one ensure per model */
+    int rel;                          /* RSDI_EN_REL_*: what the next step does */
+    bool done_taken;                  /* the ended ensure's (or release's) event was pulled */
+    int rel_final, rel_err, rel_n;    /* its code; the first failed ensure's; models back */
+    uint32_t rel_kept;                /* the record's first entries that did not come back */
+    bool rel_url_given, rel_resolve, rel_ran; /* the record's file lock between ensures: alk */
+    rsd_ensure_req rel_q;             /* the release's request (its strings: e->url when given, e->bearer) */
+    char rel_key[64];
+    rsd_outcome rel_outcome;          /* the first failed ensure's words */
+    rsd_decision rel_decision;
+    rsd_reason rel_reason;
+    char rel_msg[RSD_RECONCILE_TEXT_MAX];
+    int n_last, n_uses;
+    rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
+    rsdi_ensure_use uses[RSDI_EN_USES];
+    uint32_t use_len;                 /* bytes of use_text in use: each use's key NUL model NUL, in uses' order */
+    char use_text[RSDI_EN_USE_TEXT];
+    rsd_detect *detect;               /* while detecting (its tokens are rc's): in the block's scratch region,
+                                         which the attribution uses once the run starts; NULL for one runtime */
+    rsd_reconcile *rc;                /* the reconcile, at the end of the ensurer's block */
+    const rsd_reconcile_result *res;  /* its result */
+    rsd_json_tok *toks;               /* its tokens and answers' buffer (rsd_reconcile_scratch): detection's */
+    uint32_t n_toks;                  /* and a lease's while it does not run */
+    char *ans;
+    size_t ans_cap;
+    rsd_evicted *ls_stopped;          /* a lease's stopped models: the reconcile's evicted rows, borrowed
+                                         (rsdi_rc_evicted_rows; ids after the lease's answer in ans) */
+};
+
+/* The runtime adapter of a kind (NULL for AUTO). */
+RSDI_PRIVATE const rsd_runtime *rsdi_en_runtime_of(rsd_runtime_kind kind) {
+    switch (kind) {
+    case RSD_RUNTIME_LLAMACPP: return rsd_runtime_router();
+    case RSD_RUNTIME_OLLAMA: return rsd_runtime_ollama();
+    case RSD_RUNTIME_LMSTUDIO: return rsd_runtime_lmstudio();
+    default: return NULL;
+    }
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+RSDI_PRIVATE uint64_t rsdi_en_wall_ms(void) { return rsdi_wall_ms(); }
+
+RSDI_PRIVATE bool rsdi_en_ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (rsdi_ascii_lower(*a) != rsdi_ascii_lower(*b)) return false;
+    return *a == *b;
+}
+
+/* The client's resolve hook: names resolved by rsd_ensurer_resolve_sync, then the user's. */
+RSDI_PRIVATE int rsdi_en_resolve_hook(void *user, const char *host, char *out, size_t cap) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    int i;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (e->names[i].host[0] && rsdi_en_ieq(e->names[i].host, host))
+            return rsdi_cpy(out, cap, e->names[i].addr) ? 0 : RSD_ERR_BUFFER;
+    if (e->user_resolve) return e->user_resolve(e->user_resolve_user, host, out, cap);
+    return RSD_ERR_RESOLVE;
+}
+
+RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32_t cap);
+
+/* ASCII case-insensitive prefix test of a header value. */
+RSDI_PRIVATE bool rsdi_en_has_prefix(rsd_str v, const char *lit) {
+    size_t i;
+    for (i = 0; lit[i]; i++)
+        if (i >= v.len || rsdi_ascii_lower(v.ptr[i]) != lit[i]) return false;
+    return true;
+}
+
+/* ---- /models/sse: wake a router WAIT at the "loaded" event (the poll still confirms) ---- */
+RSDI_PRIVATE bool rsdi_en_nosse(const rsd_ensurer *e) {
+    int i;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (e->nosse[i][0] && strcmp(e->nosse[i], e->key) == 0) return true;
+    return false;
+}
+
+/* One event of the stream (called from inside rsd_http_client_step). During a WAIT it
+   goes to rsd_reconcile_event; between WAITs (a poll or the load POST in flight) it is
+   kept and replayed when the next WAIT begins. */
+RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    if (!e->sse_open || !e->reconciling || e->phase != RSDI_EN_RUN) return;
+    e->sse_events++;
+    if (e->waiting == RSDI_EN_WAIT_WAKE) {
+        if (rsd_reconcile_event(e->rc, ev->data.ptr, ev->data.len, e->last_now) == 1) {
+            e->wake = e->last_now;
+            e->sse_wakes++;
+        }
+        return;
+    }
+    if (ev->data.len >= (size_t)RSD_ENSURE_SSE_EVENT_BYTES) {
+        e->sse_fast = true; /* could not keep it: the next WAIT polls on the fast schedule */
+        return;
+    }
+    if (e->n_pend == (uint32_t)RSD_ENSURE_SSE_PENDING) { /* full: the newest matter, drop the oldest */
+        memmove(e->pend[0], e->pend[1], sizeof e->pend[0] * (RSD_ENSURE_SSE_PENDING - 1));
+        memmove(e->pend_len, e->pend_len + 1, sizeof e->pend_len[0] * (RSD_ENSURE_SSE_PENDING - 1));
+        e->n_pend--;
+    }
+    if (ev->data.len) memcpy(e->pend[e->n_pend], ev->data.ptr, ev->data.len);
+    e->pend_len[e->n_pend++] = (uint32_t)ev->data.len;
+}
+
+/* Opens GET <root>/models/sse for the current router target; false = poll only. */
+RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
+    char url[RSD_RECONCILE_URL_MAX + 16]; /* rsd_http_send copies it */
+    rsd_http_request q;
+    rsd_http_header h;
+    if (e->sse_open) return true;
+    if (e->sse_tried || e->no_sse || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
+    if (RSD_SNPRINTF(url, sizeof url, "%s/models/sse", e->root) >= (int)sizeof url) return false;
+    memset(&q, 0, sizeof q);
+    h.name = rsd_str_c("Accept");
+    h.value = rsd_str_c("text/event-stream");
+    q.url = url;
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.headers = &h;
+    q.num_headers = 1;
+    q.connect_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
+    q.on_sse = rsdi_en_on_sse;
+    q.user = e;
+    if (rsd_http_send(e->http, &q, now_ms, &e->sse_h) < 0) return false; /* e.g. no slot: poll */
+    e->requests++;
+    e->sse_open = e->sse_tried = true;
+    e->sse_fast = false;
+    e->n_pend = 0;
+    return true;
+}
+
+/* Cancels one of the ensure's requests and takes its event at once: the client keeps a
+   slot until its event is taken, and the next ensure needs both slots. Events before it are
+   dropped, as the step drops every event that is not the ensure's. */
+RSDI_PRIVATE void rsdi_en_cancel(rsd_ensurer *e, rsd_http_req_h h) {
+    rsd_http_event ev;
+    if (rsd_http_cancel(e->http, h) != RSD_OK) return;
+    while (rsd_http_next_event(e->http, &ev) && ev.req.id != h.id) {
+    }
+}
+
+/* Closes the stream when the ensure ends. */
+RSDI_PRIVATE void rsdi_en_sse_close(rsd_ensurer *e) {
+    if (e->sse_open) rsdi_en_cancel(e, e->sse_h);
+    e->sse_open = false;
+    e->n_pend = 0;
+}
+
+/* The stream ended by itself: a refusal (not 200 text/event-stream, or an error before
+   any answer) marks the target as without SSE; any end restores the reconcile's schedule. */
+RSDI_PRIVATE void rsdi_en_sse_ended(rsd_ensurer *e, const rsd_http_event *ev) {
+    rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
+    bool refused = ev->result == RSD_OK
+                       ? (ev->status != 200 || !rsdi_en_has_prefix(ct, "text/event-stream"))
+                       : (ev->result != RSD_ERR_CANCELLED && ev->result != RSD_ERR_TIMEOUT &&
+                          ev->result != RSD_ERR_CLOSED && ev->status == 0);
+    e->sse_open = false;
+    e->n_pend = 0;
+    if (refused) {
+        (void)rsdi_cpy(e->nosse[e->nosse_next], RSD_TARGET_KEY_MAX, e->key);
+        e->nosse_next = (e->nosse_next + 1) % RSD_ENSURE_MAX_NAMES;
+    }
+    if (e->waiting == RSDI_EN_WAIT_WAKE && e->wake > e->rwake) e->wake = e->rwake;
+}
+
+/* A WAIT begins: with the stream open (opened now if a router WAIT has none yet), replay
+   the events kept since the last WAIT, then poll every sse_poll_ms instead of the fast
+   schedule -- the stream gives the latency, the poll only confirms. Not slowed: the first
+   WAIT after opening here (an event may have come before the subscription), after a lost
+   event, or when the slower poll would come within a probe timeout of the deadline. */
+RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
+    uint64_t later;
+    uint32_t i;
+    bool woke = false;
+    if (!e->sse_open && rsdi_en_sse_open(e, now_ms)) e->sse_fresh = true;
+    if (!e->sse_open) return;
+    for (i = 0; i < e->n_pend; i++)
+        if (rsd_reconcile_event(e->rc, e->pend[i], e->pend_len[i], now_ms) == 1) woke = true;
+    e->n_pend = 0;
+    if (woke) {
+        e->wake = now_ms;
+        e->sse_wakes++;
+        e->sse_fast = false;
+        return;
+    }
+    if (e->sse_fresh || e->sse_fast) {
+        e->sse_fresh = e->sse_fast = false;
+        return;
+    }
+    later = now_ms + e->sse_poll_ms;
+    if (later > e->wake && later + e->probe_ms < e->deadline) e->wake = later;
+}
+
+/* Releases the target lock and a COMMIT's attribution lock, if held or waited for. */
+RSDI_PRIVATE void rsdi_en_unlock_all(rsd_ensurer *e) {
+    /* etcd: the next steps delete the key, else its lease */
+    if (RSDI_EN_CO(e)) (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), e->last_now);
+    if (e->alk_active && e->st) rsd_state_unlock(e->st, &e->alk);
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    e->alk_active = e->lk_active = false;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const char *fmt, ...) {
+    char msg[sizeof e->message];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    (void)rsdi_url_redact(msg, e->message, sizeof e->message); /* a URL's password as *** */
+    if (e->inflight) rsdi_en_cancel(e, e->h);
+    e->inflight = false;
+    rsdi_en_sse_close(e);
+    rsdi_en_unlock_all(e);
+    e->reconciling = false;
+    e->outcome = RSD_OUTCOME_DEGRADED;
+    e->error = err < 0 ? err : RSD_ERR_STATE;
+    e->final = e->error;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", e->message);
+}
+
+RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e);
+
+/* A free ensure unloaded something: its lease, "lease|<id>" in the state directory
+   (attr/<name>.lease, the attribution's format: model = what went, instance = the URL).
+   The id is new, so nobody else writes that record: no file lock. */
+RSDI_PRIVATE void rsdi_en_lease_write(rsd_ensurer *e) {
+    rsd_attr_change ch[RSD_MAX_RESIDENTS];
+    char key[64];
+    int k, n = 0;
+    if (!e->st) return;
+    (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, "%llx-%lx", (unsigned long long)rsdi_en_wall_ms(),
+                       (unsigned long)rsdi_state_pid());
+    (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", e->lease_id);
+    for (k = 0; k < e->res->n_evicted && n < RSD_MAX_RESIDENTS; k++) {
+        if (e->res->evicted[k].displaced) continue;
+        ch[n].model = e->res->evicted[k].id;
+        ch[n].instance = e->url;
+        ch[n++].remove = false;
+    }
+    if (n && rsdi_record_update_locked(e->st, key, ".lease", ch, n, rsdi_en_wall_ms(), false) < 0)
+        e->lease_id[0] = '\0'; /* not recorded: nothing to release */
+}
+
+RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_sse_close(e);
+    rsdi_en_unlock_all(e);
+    e->final = e->res->error;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    if (e->res->outcome == RSD_OUTCOME_RESIDENT || e->res->keep_resident) rsdi_en_touch(e);
+    if (e->free_bytes && e->res->n_evicted) rsdi_en_lease_write(e);
+}
+
+/* ---- create / destroy ---------------------------------------------------------- */
+/* The owned client's desc: the user's, with the ensurer's defaults where it is zero (one
+   HTTP step and the /models/sse stream at a time; the step's answer goes to the ensurer's
+   body buffer, so the slots' own buffers only hold the stream and extra requests). */
+RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_http_client_desc, max_requests, RSD_ENSURE_HTTP_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_conns, RSD_ENSURE_HTTP_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_request_bytes, RSD_ENSURE_HTTP_REQUEST_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_header_bytes, RSD_ENSURE_HTTP_HEADER_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_body_bytes, RSD_ENSURE_HTTP_SLOT_BODY)};
+    rsd_http_client_desc hd = d->http;
+    if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
+    if (!hd.logger.fn) hd.logger = d->logger;
+    rsdi_defaults(&hd, t, sizeof t / sizeof t[0]);
+    return hd;
+}
+
+/* The reconcile's limits: the user's, with the ensurer's runtime; false when desc.runtime
+   is out of range. */
+RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits *lim) {
+    *lim = d->limits;
+    if ((int)d->runtime < 0 || (int)d->runtime >= (int)RSD_RUNTIME_KIND_NUM) return false;
+    if (!lim->runtime) lim->runtime = rsdi_en_runtime_of(d->runtime);
+#if defined(RSD_NO_LMSTUDIO) && defined(RSD_NO_OLLAMA)
+    if (!lim->runtime) lim->runtime = rsd_runtime_router(); /* the one runtime in the build: no room for instances */
+#endif
+    return true;
+}
+
+/* The ensurer's own block: the struct, the decision cache (unless no_cache), the in-memory
+   instance records (a runtime with instances, no state directory), the scratch region
+   (detection, then the attribution), the protected ids, the reconcile (its footprint; the
+   answers' buffer is among its tables). */
+typedef struct rsdi_en_sizes {
+    size_t cache, mem, scratch, attr, prot, rc, kv, total;
+    bool lms;                         /* the reconcile keeps instances (LM Studio's state) */
+} rsdi_en_sizes;
+
+/* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
+RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
+    const char *cu = d->coord ? d->coord : d->ignore_env ? NULL : getenv("RESIDENCY_COORD");
+    return cu && cu[0] ? cu : NULL;
+}
+
+/* The in-memory instance records: as many bytes as the attribution's ids (attr), so that they
+   never take more than the state directory's block they stand in for. */
+RSDI_PRIVATE size_t rsdi_en_mem_bytes(size_t attr) { return rsdi_al8(attr); }
+
+RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
+    rsd_reconcile_limits z = *lim;
+    int i;
+    if (d->kv_slots && !RSDI_EN_KV_BUILT) return false;
+    if (rsd_reconcile_limits_fill(&z) != RSD_OK || !(b->rc = rsdi_al8(rsd_reconcile_footprint(lim)))) return false;
+    /* the limits' rule: a runtime with instances keeps their state */
+    b->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
+    b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
+    /* the in-memory instance records serve only without a state directory and etcd (when the
+       directory cannot be opened, create allocates them then) */
+    /* the attribution's ids: desc.attr_arena_bytes, by default as many as the reconcile
+       keeps (its ours and owned ids go there) */
+    b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.id_arena_bytes;
+    b->mem = RSDI_EN_INSTANCES && b->lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes(b->attr) : 0;
+    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
+       attribution (with a state directory or etcd; the last uses and a lease are read into
+       the state's own scratch) */
+    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(b->attr) : 0;
+    if (!RSDI_EN_DETECTS_NOTHING && d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect)))
+        b->scratch = rsdi_al8(sizeof(rsd_detect)); /* a build without detection never holds its state */
+    b->prot = 0;
+    for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
+    b->kv = RSDI_EN_KV_BUILT && d->kv_slots ? rsdi_al8(sizeof(rsdi_en_kv)) : 0;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->rc + b->prot + b->kv;
+    return true;
+}
+
+/* The state directory's desc (attr: the attribution's ids, as the ensurer's own set). */
+RSDI_PRIVATE rsd_state_desc rsdi_en_state_desc(const rsd_ensurer_desc *d, size_t attr) {
+    rsd_state_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.dir = d->state_dir;
+    sd.lock_fail_closed = d->lock_fail_closed;
+    sd.attr_arena_bytes = (uint32_t)attr;
+    sd.allocator = d->allocator;
+    sd.logger = d->logger;
+    return sd;
+}
+
+/* The coordinator's desc for the URL cu (the client's resolver apart). */
+RSDI_PRIVATE rsd_etcd_desc rsdi_en_etcd_desc(const rsd_ensurer_desc *d, const char *cu, size_t attr) {
+    rsd_etcd_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.url = cu;
+    cd.logger = d->logger;
+#ifndef RSD_NO_ETCD /* else create only says that etcd is not in this build */
+    cd.host_id = d->coord_host;
+    cd.lease_ttl_s = d->coord_lease_ttl_s;
+    cd.attr_arena_bytes = (uint32_t)attr;
+#define RSDI_EN_COORD_ENV(f, name) (d->f ? d->f : d->ignore_env ? NULL : getenv(name))
+    cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
+    cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
+    cd.auth_password = RSDI_EN_COORD_ENV(coord_password, "RESIDENCY_COORD_PASSWORD");
+#undef RSDI_EN_COORD_ENV
+    cd.fail_closed = d->lock_fail_closed;
+    cd.protected_models = d->protected_models;
+    cd.n_protected = d->n_protected;
+    cd.http = d->http; /* TLS options, limits */
+    cd.allocator = d->allocator;
+#else
+    (void)attr;
+#endif
+    return cd;
+}
+
+RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_reconcile_limits lim;
+    rsd_ensurer *e;
+    rsdi_en_sizes b;
+    char *at;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
+        (d.n_protected && !d.protected_models) || !rsdi_en_limits(&d, &lim) || (d.kv_slots && !RSDI_EN_KV_BUILT)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
+                 d.kv_slots && !RSDI_EN_KV_BUILT ? "ensurer: kv_slots: not in this build (RSD_NO_ENSURE_KV)"
+                                                 : "ensurer: invalid desc", RSDI_WHERE);
+        return NULL;
+    }
+    for (i = 0; i < d.n_protected; i++) {
+        rsd_str id = d.protected_models[i].model_id;
+        if ((!id.ptr && id.len) || id.len >= (lim.max_id_bytes ? lim.max_id_bytes : (size_t)RSD_MODEL_ID_MAX) ||
+            (int)d.protected_models[i].role < 0 ||
+            (int)d.protected_models[i].role >= (int)RSD_ROLE_NUM) {
+            rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: bad protected model",
+                     RSDI_WHERE);
+            return NULL;
+        }
+    }
+    if (!rsdi_en_block(&d, &lim, &b)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid limits", RSDI_WHERE);
+        return NULL;
+    }
+    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, b.total);
+    if (!e) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "ensurer: allocation failed", RSDI_WHERE);
+        return NULL;
+    }
+    memset(e, 0, b.total);
+    at = (char *)e + rsdi_al8(sizeof *e);
+    if (b.cache) e->cache = (rsd_decision_cache *)(void *)at;
+    at += b.cache;
+    if (b.mem) e->mem = at;
+    e->mem_cap = b.mem;
+    at += b.mem;
+    if (!d.no_state || rsdi_en_coord_url(&d)) {
+        e->attrs = (rsd_attr_set *)(void *)at;
+        e->attr_arena = at + rsdi_al8(sizeof(rsd_attr_set));
+        e->attr_arena_bytes = b.attr;
+        (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
+    }
+    if (!RSDI_EN_DETECTS_NOTHING && d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
+    at += b.scratch;
+    e->rc = (rsd_reconcile *)(void *)at;
+    at += b.rc;
+    if (b.kv) {
+        e->kv = (rsdi_en_kv *)(void *)at;
+        e->kv->timeout_ms = d.kv_timeout_ms ? d.kv_timeout_ms : (uint32_t)RSDI_EN_KV_TIMEOUT_MS;
+    }
+    at += b.kv;
+    e->only_kind = d.runtime;
+    e->alloc = d.allocator;
+    e->logger = d.logger;
+    hd = rsdi_en_http_desc(&d);
+    e->user_resolve = hd.resolve_fn;
+    e->user_resolve_user = hd.resolve_user;
+    hd.resolve_fn = rsdi_en_resolve_hook;
+    hd.resolve_user = e;
+    if ((i = rsd_reconcile_init(e->rc, b.rc, &lim)) < 0) { /* rsdi_en_block checked the limits */
+        rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE, "ensurer: reconcile: %s",
+                  rsd_result_str(i));
+        rsd_ensurer_destroy(e); /* destroy takes what create has set up so far */
+        return NULL;
+    }
+    e->res = rsd_reconcile_result_of(e->rc);
+    e->ls_stopped = rsdi_rc_evicted_rows(e->rc);
+    rsd_reconcile_scratch(e->rc, &e->toks, &e->n_toks, &e->ans, &e->ans_cap);
+    e->http = rsd_http_client_create(&hd);
+    if (!e->http) {
+        rsd_ensurer_destroy(e);
+        return NULL;
+    }
+    if (!d.no_state) {
+        rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
+        e->st = rsd_state_create(&sd, NULL); /* NULL: run without it (fail-open) */
+        if (!e->st && !rsdi_en_coord_url(&d) && RSDI_EN_INSTANCES && b.lms) { /* instances kept in memory */
+            e->mem = e->mem_own = (char *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes(b.attr));
+            e->mem_cap = e->mem ? rsdi_en_mem_bytes(b.attr) : 0;
+            if (!e->mem)
+                rsdi_log(&d.logger, RSD_LOG_WARN, RSD_LOGITEM_ALLOC_FAILED,
+                         "ensurer: no room for the in-memory instance records; instances it loads are not its own",
+                         RSDI_WHERE);
+        }
+    }
+    {
+        const char *cu = rsdi_en_coord_url(&d);
+        if (cu && e->attrs) {
+            rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, cu, b.attr);
+            cd.http.resolve_fn = hd.resolve_fn;
+            cd.http.resolve_user = hd.resolve_user;
+            if ((e->co = rsd_etcd_create(&cd)) == NULL) { /* a bad coordinator is a configuration error */
+                rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
+                          "ensurer: cannot use the coordinator '%.200s'", cu);
+                rsd_ensurer_destroy(e);
+                return NULL;
+            }
+        }
+    }
+    e->lock_fail_closed = d.lock_fail_closed;
+    e->ignore_env = d.ignore_env;
+    if (d.residency_env) {
+        e->has_env = true;
+        if (!rsdi_cpy(e->env, sizeof e->env, d.residency_env)) e->env[0] = '\0';
+    }
+    e->no_cache = d.no_cache;
+    e->no_sse = d.no_sse;
+    e->sse_poll_ms = d.sse_poll_ms ? d.sse_poll_ms : (uint32_t)RSD_ENSURE_SSE_POLL_MS;
+    if (e->cache) e->cache->ttl_ms = d.cache_ttl_ms;
+    e->n_protected = d.n_protected;
+    for (i = 0; i < d.n_protected; i++) { /* at: the protected ids' room, each id's length + 1 */
+        rsd_str id = d.protected_models[i].model_id;
+        if (id.len) memcpy(at, id.ptr, id.len);
+        at[id.len] = '\0';
+        e->prot[i].model_id = rsd_str_c(at);
+        e->prot[i].role = d.protected_models[i].role;
+        at += id.len + 1;
+    }
+    e->lk.fd = -1;
+    e->alk.fd = -1;
+    e->phase = RSDI_EN_IDLE;
+    e->final = RSD_ERR_STATE;
+    return e;
+}
+
+#define RSDI_EN_USE_KEY(e, u) ((e)->use_text + (u)->key_at)
+#define RSDI_EN_USE_MODEL(e, u) ((e)->use_text + (u)->model_at)
+
+/* Writes the last uses a busy file lock held back: one try each (wait: the bounded
+   blocking wait, at destroy). */
+RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
+    int k;
+    for (k = 0; k < e->n_uses && e->st; k++) {
+        rsdi_ensure_use *u = &e->uses[k];
+        const char *key = RSDI_EN_USE_KEY(e, u), *model = RSDI_EN_USE_MODEL(e, u);
+        if (!u->pending) continue;
+        if ((wait ? rsd_state_used_touch_sync(e->st, key, model, u->used_ms)
+                  : rsd_state_used_touch(e->st, key, model, u->used_ms)) == RSD_PENDING)
+            continue;
+        u->pending = false;
+        u->written_ms = u->used_ms;
+    }
+}
+
+/* The oldest use goes (written out first when its lock was busy), its ids with it: the
+   text keeps the uses' order without holes. */
+RSDI_PRIVATE void rsdi_en_use_drop_oldest(rsd_ensurer *e) {
+    rsdi_ensure_use *u = &e->uses[0];
+    size_t at, n;
+    int k, o;
+    for (k = 1; k < e->n_uses; k++)
+        if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
+    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms);
+    at = u->key_at;
+    n = u->model_at + strlen(RSDI_EN_USE_MODEL(e, u)) + 1 - at;
+    memmove(e->use_text + at, e->use_text + at + n, e->use_len - at - n);
+    e->use_len -= (uint32_t)n;
+    for (k = 0, o = 0; k < e->n_uses; k++) {
+        rsdi_ensure_use v = e->uses[k];
+        if (&e->uses[k] == u) continue;
+        if (v.key_at > at) {
+            v.key_at = (uint16_t)(v.key_at - n);
+            v.model_at = (uint16_t)(v.model_at - n);
+        }
+        e->uses[o++] = v;
+    }
+    e->n_uses = o;
+}
+
+/* An ensure returned resident: a use of (key, model) now, on the wall clock (shared by
+   every process on the host and comparable with a server's status.last_used). The table
+   holds RSDI_EN_USES uses and RSDI_EN_USE_TEXT bytes of their ids; when either is full the
+   oldest goes. */
+RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
+    uint64_t wall = rsdi_en_wall_ms();
+    rsdi_ensure_use *u = NULL;
+    size_t kl = strlen(e->key), ml = strlen(e->model);
+    int k;
+    if (!e->key[0] || !e->model[0]) return;
+    for (k = 0; k < e->n_uses && !u; k++)
+        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0 && strcmp(RSDI_EN_USE_MODEL(e, &e->uses[k]), e->model) == 0)
+            u = &e->uses[k];
+    if (!u) {
+        if (kl + ml + 2 > sizeof e->use_text) return; /* never: a key and a model fit (256 + 256 bytes) */
+        while (e->n_uses && (e->n_uses >= RSDI_EN_USES || e->use_len + kl + ml + 2 > sizeof e->use_text))
+            rsdi_en_use_drop_oldest(e);
+        u = &e->uses[e->n_uses++];
+        memset(u, 0, sizeof *u);
+        u->key_at = (uint16_t)e->use_len;
+        memcpy(e->use_text + e->use_len, e->key, kl + 1);
+        u->model_at = (uint16_t)(e->use_len + kl + 1);
+        memcpy(e->use_text + u->model_at, e->model, ml + 1);
+        e->use_len += (uint32_t)(kl + ml + 2);
+    }
+    if (wall > u->used_ms) u->used_ms = wall;
+    if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
+    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms) == RSD_PENDING) {
+        u->pending = true;
+    } else {
+        u->pending = false;
+        u->written_ms = u->used_ms;
+    }
+}
+
+/* The target's last uses for the reconcile: the state directory's record, and this
+   ensurer's own (newer, or not written yet). The record is read into the state's scratch
+   set, so this is the last state call before rsd_reconcile_begin copies them. */
+RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
+    const rsd_attr_set *used = e->st ? rsdi_state_scratch(e->st) : NULL;
+    size_t i;
+    int k;
+    e->n_last = 0;
+    if (used && rsd_state_used_load(e->st, e->key, rsdi_state_scratch(e->st)) > 0)
+        for (i = 0; i < used->count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
+            e->last[e->n_last].model = used->items[i].model;
+            e->last[e->n_last++].used_ms = used->items[i].loaded_at_ms;
+        }
+    for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
+        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0) {
+            e->last[e->n_last].model = RSDI_EN_USE_MODEL(e, &e->uses[k]);
+            e->last[e->n_last++].used_ms = e->uses[k].used_ms;
+        }
+}
+
+RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
+    rsd_allocator a;
+    if (!e) return;
+    rsdi_en_uses_flush(e, true);
+    rsdi_en_unlock_all(e);
+    rsd_etcd_destroy(e->co);
+    rsd_http_client_destroy(e->http);
+    rsd_state_destroy(e->st);
+    a = e->alloc;
+    rsdi_free(&a, e->mem_own);
+    rsdi_free(&a, e);
+}
+
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_reconcile_limits lim;
+    size_t http, total, co = 0;
+    rsdi_en_sizes b;
+    const char *cu;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    hd = rsdi_en_http_desc(&d);
+    if (d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED || (d.n_protected && !d.protected_models) ||
+        !rsdi_en_limits(&d, &lim) || rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) ||
+        !rsdi_en_block(&d, &lim, &b))
+        return 0;
+    total = b.total + http; /* the reconcile is in the block */
+    if (!d.no_state) {
+        rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
+        total += rsdi_state_footprint(&sd);
+    }
+    if ((cu = rsdi_en_coord_url(&d)) != NULL) {
+        rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, cu, b.attr);
+        if (!(co = rsdi_etcd_footprint(&cd))) return 0; /* not in this build: create refuses */
+    }
+    return total + co;
+}
+
+RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
+
+RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e) { return e && e->st; }
+
+RSD_API const char *rsd_runtime_kind_str(int kind) {
+    switch (kind) {
+#define RSDI_X(n, s) case RSD_RUNTIME_##n: return s;
+        RSD_RUNTIME_KINDS(RSDI_X)
+#undef RSDI_X
+    default: return "unknown";
+    }
+}
+
+RSD_API int rsd_runtime_kind_parse(const char *s) {
+    int k;
+    if (!s) return RSD_ERR_ARG;
+    if (rsdi_en_ieq(s, "router") || rsdi_en_ieq(s, "llama.cpp") || rsdi_en_ieq(s, "llama-server"))
+        return RSD_RUNTIME_LLAMACPP;
+    for (k = 0; k < (int)RSD_RUNTIME_KIND_NUM; k++)
+        if (rsdi_en_ieq(s, rsd_runtime_kind_str(k))) return k;
+    return RSD_ERR_ARG;
+}
+
+RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
+
+/* The URL's host, and etcd's when the ensurer uses it. */
+RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url) {
+    int r = rsdi_en_resolve_one(e, url);
+    if (e && RSDI_EN_CO(e)) {
+        rsd_etcd_view v;
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
+        (void)rsdi_en_resolve_one(e, v.root); /* a failure shows up as etcd unreachable */
+    }
+    return r;
+}
+
+RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url) {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1], numeric[INET6_ADDRSTRLEN + 1];
+    struct addrinfo hints, *ai = NULL;
+    const char *num = NULL;
+    rsd_url u;
+    int rc, i;
+    if (!e || !url) return RSD_ERR_ARG;
+    if ((rc = rsd_url_parse(&u, url, strlen(url))) < 0) return rc;
+    if (u.host_kind != RSD_HOST_NAME || u.host.len > RSD_HTTP_MAX_HOST_BYTES) return RSD_OK;
+    memcpy(host, u.host.ptr, u.host.len);
+    host[u.host.len] = '\0';
+    if (rsdi_en_ieq(host, "localhost")) return RSD_OK;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (rsdi_en_ieq(e->names[i].host, host)) return RSD_OK;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) {
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED, RSDI_WHERE, "%s", host);
+        return RSD_ERR_RESOLVE;
+    }
+    if (ai->ai_family == AF_INET)
+        num = inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, numeric,
+                        (socklen_t)sizeof numeric);
+    else if (ai->ai_family == AF_INET6)
+        num = inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, numeric,
+                        (socklen_t)sizeof numeric);
+    freeaddrinfo(ai);
+    if (!num) return RSD_ERR_RESOLVE;
+    i = e->names_next;
+    e->names_next = (e->names_next + 1) % RSD_ENSURE_MAX_NAMES;
+    (void)rsdi_cpy(e->names[i].host, sizeof e->names[i].host, host);
+    (void)rsdi_cpy(e->names[i].addr, sizeof e->names[i].addr, num);
+    return RSD_OK;
+}
+
+/* ---- the run ------------------------------------------------------------------- */
+RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32_t cap) {
+    uint64_t left = e->deadline > now_ms ? e->deadline - now_ms : 1;
+    return left < cap ? (uint32_t)left : cap;
+}
+
+/* The RESIDENCY value a reconcile sees: forced observe, the desc's, or the environment's. */
+RSDI_PRIVATE const char *rsdi_en_env(const rsd_ensurer *e) {
+    if (e->observe) return "observe";
+    if (e->has_env) return e->env;
+    return e->ignore_env ? NULL : getenv("RESIDENCY");
+}
+
+/* ---- the run: one machine (rsd_reconcile) with the runtime's adapter ---------------- */
+/* The target's generation from etcd (as last read) or the state dir; false = unknown. */
+RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
+    *gen = 0;
+    if (RSDI_EN_CO(e)) {
+        rsd_etcd_view v;
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
+        if (e->co_read_err < 0 || !v.has_gen) return false;
+        *gen = v.gen;
+        return true;
+    }
+    return e->st && rsd_state_gen_read(e->st, e->key, gen) == RSD_OK;
+}
+
+/* The target's attribution into e->attrs, from etcd (as last read) or the state dir;
+   RSD_ERR_TOO_LARGE (e->attrs->over) when it does not fit attr_arena_bytes. The set is
+   set up again first: detection's state shares its region. */
+RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
+    (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
+    if (RSDI_EN_CO(e)) {
+        rsd_etcd_view v;
+        int r;
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
+        if (e->co_read_err < 0) {
+            e->attrs->corrupt = v.attr_corrupt;
+            return 0;
+        }
+        if ((r = rsd_attr_set_copy(e->attrs, v.attrs)) < 0) return r; /* over there: over here */
+        e->attrs->reset = false;
+        e->attrs->corrupt = v.attr_corrupt;
+        return (int)e->attrs->count;
+    }
+    if (!e->st) return RSD_ERR_STATE;
+    return rsd_state_attr_load(e->st, e->key, e->attrs);
+}
+
+/* The protected models a reconcile gets: the configured ones, with etcd also every other
+   host's (published by their ensurers), each model once, up to RSD_MAX_PROTECTED (prot_over
+   when more: the notice says so). */
+RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n) {
+    rsd_etcd_view v;
+    int i, j;
+    e->prot_over = false;
+    if (!RSDI_EN_CO(e)) {
+        *n = e->n_protected;
+        return e->n_protected ? e->prot : NULL;
+    }
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
+    e->n_prot_all = 0;
+    for (i = 0; i < e->n_protected; i++) e->prot_all[e->n_prot_all++] = e->prot[i];
+    for (i = 0; i < v.n_protected; i++) {
+        rsd_str id = v.protected_models[i].model_id;
+        for (j = 0; j < e->n_protected && !rsd_str_eq(e->prot[j].model_id, id); j++) {}
+        if (j < e->n_protected) { /* this host protects it too: a role given by either wins */
+            if (e->prot_all[j].role == RSD_ROLE_NONE) e->prot_all[j].role = v.protected_models[i].role;
+            continue;
+        }
+        if (e->n_prot_all >= RSD_MAX_PROTECTED) {
+            e->prot_over = true;
+            continue;
+        }
+        e->prot_all[e->n_prot_all++] = v.protected_models[i];
+    }
+    *n = e->n_prot_all;
+    return e->n_prot_all ? e->prot_all : NULL;
+}
+
+/* etcd: the first read of an ensure (attribution, generation, the hosts' protections),
+   before the reconcile starts; start_run / start_lms run again when it answered. */
+RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
+    uint64_t dl;
+    int r;
+    if (!RSDI_EN_CO(e) || e->co_read) return false;
+    dl = e->deadline < now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2 ? e->deadline : now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2;
+    r = rsd_etcd_read_begin(RSDI_EN_CO(e), e->key, now_ms, dl);
+    e->phase = RSDI_EN_RUN;
+    if (r < 0) {
+        e->co_read = true;
+        e->co_read_err = r;
+        return false;
+    }
+    e->waiting = RSDI_EN_WAIT_COORD;
+    e->co_then = RSDI_EN_CO_READ;
+    return true;
+}
+
+/* etcd could not be read at the start: one warning notice (after begin). */
+RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
+    rsd_etcd_view v;
+    if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
+    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "could not read the shared record for '%s' from etcd (%s): residency treats every "
+                                 "loaded instance there as not its own", e->url,
+                                 v.message[0] ? v.message : rsd_result_str(e->co_read_err));
+    else
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "could not read the shared record for '%s' from etcd (%s): residency treats every "
+                                 "resident there as not its own, and other hosts' protections are unknown", e->url,
+                                 v.message[0] ? v.message : rsd_result_str(e->co_read_err));
+}
+
+/* Other hosts' protections read only in part (etcd said so, or with this host's own they are
+   over RSD_MAX_PROTECTED): one warning notice; the decision goes on with those known. */
+RSDI_PRIVATE void rsdi_en_prot_notice(rsd_ensurer *e) {
+    rsd_etcd_view v;
+    if (!RSDI_EN_CO(e) || e->co_read_err < 0) return; /* unreadable: rsdi_en_co_notice says so */
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
+    if (!v.protected_incomplete && !e->prot_over) return;
+    rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                             "other hosts' protections on etcd are known only in part for '%s' (%s): residency "
+                             "decides with those it knows and may evict a model another host protects", e->url,
+                             v.protected_incomplete ? v.protected_why
+                                                    : "with this host's own, over RSD_MAX_PROTECTED distinct models");
+}
+
+/* The in-memory record at p: its model and instance ids, and the next record. */
+RSDI_PRIVATE char *rsdi_en_mem_next(char *p, char **m, char **in) {
+    *m = p + strlen(p) + 1;
+    *in = *m + strlen(*m) + 1;
+    return *in + strlen(*in) + 1;
+}
+
+/* The target's attribution: plain entries (models this library loaded there) as ours[],
+   entries naming an instance as owned[] -- or, without a state directory, the instances
+   this ensurer loaded itself. */
+RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
+    size_t i;
+    e->n_ours = e->n_owned = 0;
+    if (!e->st && !RSDI_EN_CO(e)) {
+        char *p = e->mem, *n, *m, *in;
+        for (; RSDI_EN_INSTANCES && p && p < e->mem + e->mem_used && e->n_owned < RSD_RECONCILE_MAX_OWNED; p = n) {
+            n = rsdi_en_mem_next(p, &m, &in);
+            if (strcmp(p, e->key) == 0) {
+                e->owned[e->n_owned].model = m;
+                e->owned[e->n_owned++].instance = in;
+            }
+        }
+        return;
+    }
+    if (rsdi_en_attr_load(e) < 0) return;
+    for (i = 0; i < e->attrs->count; i++) {
+        if (!e->attrs->items[i].instance[0]) {
+            if (e->n_ours < RSD_RECONCILE_MAX_OURS) e->ours[e->n_ours++] = e->attrs->items[i].model;
+        } else if (RSDI_EN_INSTANCES && e->n_owned < RSD_RECONCILE_MAX_OWNED) {
+            e->owned[e->n_owned].model = e->attrs->items[i].model;
+            e->owned[e->n_owned++].instance = e->attrs->items[i].instance;
+        }
+    }
+}
+
+/* Says so (once: the read that reset it) when the attribution just read was corrupt. */
+RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
+    char name[RSD_STATE_MAX_NAME_BYTES];
+    if (e->attrs && e->attrs->over && !e->attr_over_told && e->reconciling) { /* once per ensure */
+        e->attr_over_told = true;
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "the record of the %s residency loaded on '%s' needs %lu bytes of ids, over "
+                                 "attr_arena_bytes (%lu): residency treats every %s there as not its own and "
+                                 "records no change until attr_arena_bytes is raised",
+                                 (e->rt->flags & RSD_RT_INSTANCES) ? "instances" : "models", e->url,
+                                 (unsigned long)e->attrs->arena_used, (unsigned long)e->attrs->arena_bytes,
+                                 (e->rt->flags & RSD_RT_INSTANCES) ? "loaded instance" : "resident");
+    }
+    if (RSDI_EN_CO(e) && e->attrs->corrupt && !e->co_told && e->reconciling) { /* once per ensure */
+        rsd_etcd_view v;
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
+        e->co_told = true;
+        if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
+        if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
+            rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                     "the record of the %s instances residency loaded on '%s' (etcd %s/attr/%s) "
+                                     "is corrupt: residency treats every loaded instance there as not its own "
+                                     "until the next change rewrites it", e->rt->label, e->url, v.prefix, name);
+        else
+            rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                     "the record of the models residency loaded on '%s' (etcd %s/attr/%s) is "
+                                     "corrupt: residency treats every resident there as not its own until the "
+                                     "next change rewrites it", e->url, v.prefix, name);
+        return;
+    }
+    if (!e->st || !e->attrs->reset) return;
+    e->attrs->reset = false;
+    if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
+    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "the record of the %s instances residency loaded on '%s' was corrupt and "
+                                 "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
+                                 "instance there as not its own", e->rt->label, e->url, rsd_state_dir(e->st), name);
+    else
+        rsd_reconcile_add_notice(e->rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "the record of the models residency loaded on '%s' was corrupt and has been "
+                                 "reset (kept as %s/attr/%s.attr.corrupt): residency treats every resident "
+                                 "there as not its own", e->url, rsd_state_dir(e->st), name);
+}
+
+/* Says so once per ensurer when RESIDENCY holds a value residency does not know (a typo
+   such as "obsreve" must not silently mean "manage"). */
+RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
+    static const char fmt[] = "RESIDENCY='%.60s' is not a value residency knows, so it manages this "
+                              "target as if RESIDENCY were unset; for observe-only use observe, off, 0, "
+                              "false, user or user-managed, to manage on purpose on, 1, true or managed";
+    const char *v = e->observe ? NULL : rsdi_en_env(e);
+    if (e->env_warned || rsd_env_known(v)) return;
+    e->env_warned = true;
+    rsd_reconcile_add_notice(e->rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+}
+
+/* The TTL fast path, before the attribution is read and the reconcile is set
+   up: a live decision-cache entry for (key, model) under this generation (a hit under
+   another generation is a miss) ends the ensure with no request, as the reconcile's own
+   lookup would. A bearer the reconcile would reject takes the slow path (its error). */
+RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
+    if (!rsdi_no_ctl(e->bearer)) return false;
+    if (!e->cache || rsdi_cache_lookup_norm(e->cache, e->key, e->model, now_ms, gen, &e->hit_v) != 1) return false;
+    e->hit = true;
+    e->outcome = (rsd_outcome)e->hit_v.outcome;
+    e->reconciling = false;
+    e->final = e->hit_v.error;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    rsdi_logf(&e->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", e->key, e->model);
+    if ((rsd_outcome)e->hit_v.outcome == RSD_OUTCOME_RESIDENT || e->hit_v.keep_resident) rsdi_en_touch(e);
+    return true;
+}
+
+/* The state directory's records of this target under the key an older version gave it
+   ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
+   e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
+RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
+    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
+    const char *u = e->url; /* the key before normalising: "<runtime>|<url>", a root hook's root */
+    if (rt->root && rt->root(e->url, root, sizeof root) < 0) return 0;
+    if (rt->root) u = root;
+    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, u) >= (int)sizeof raw ||
+        rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
+        return 0;
+    return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
+}
+
+/* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
+RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint64_t now_ms) {
+    const rsd_runtime *rt = rsdi_en_runtime_of(e->kind);
+    rsd_reconcile_desc d;
+    uint64_t gen = 0;
+    bool has_gen = false;
+    int rc;
+    if (!rt) {
+        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms, "%s at %s: no %s driver in this build; nothing managed",
+                     rsd_runtime_kind_str(e->kind), e->url, rsd_runtime_kind_str(e->kind));
+        return;
+    }
+    e->rt = rt;
+    if (!e->memo_ok || e->memo_kind != e->kind) {
+        e->memo_ok = false;
+        if (rsd_reconcile_target_key(rt, e->url, e->key, sizeof e->key) < 0) {
+            rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
+            return;
+        }
+        memcpy(e->memo_key, e->key, sizeof e->key);
+        e->memo_ok = true;
+        e->memo_kind = e->kind;
+    } else {
+        memcpy(e->key, e->memo_key, sizeof e->key);
+    }
+    if (!e->timeout_given && rt->deadline_ms) e->deadline = e->t0 + rt->deadline_ms; /* e.g. slow LM Studio loads */
+    if (f) { /* what detection found (the listing only while its answer is in hand) */
+        e->found = *f;
+        e->found.listing = NULL;
+        e->found.listing_len = 0;
+    }
+    if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again (f NULL) when it answered */
+    if (!f) f = &e->found;
+    has_gen = rsdi_en_gen(e, &gen);
+    if (!e->no_cache && !e->free_bytes && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
+    if (e->free_bytes && RSDI_EN_INSTANCES && (rt->flags & RSD_RT_INSTANCES)) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
+        return;
+    }
+    if (e->st && !RSDI_EN_CO(e) && rsdi_en_migrate(e, rt) > 0) /* not on a TTL hit: nothing to move then */
+        has_gen = rsdi_en_gen(e, &gen);
+    rsdi_en_read_attr(e);
+    rsdi_en_uses_flush(e, false);
+    rsdi_en_read_uses(e);
+    memset(&d, 0, sizeof d);
+    d.runtime = rt;
+    d.base_url = e->url;
+    d.target_key = e->key;
+    d.keep = e->model[0] ? e->model : NULL;
+    d.free_bytes = e->free_bytes;
+    d.residency_env = rsdi_en_env(e);
+    d.user_managed = e->user_managed;
+    d.keep_pinned = e->keep_pinned;
+    d.explicit_load = true; /* ensuring residency is an explicit load */
+    d.lock = e->st != NULL || RSDI_EN_CO(e) != NULL;
+    d.has_generation = has_gen;
+    d.generation = gen;
+    d.protected_models = rsdi_en_protected(e, &d.n_protected);
+    d.ours = e->n_ours ? e->ours : NULL;
+    d.n_ours = e->n_ours;
+    d.last_used = e->n_last ? e->last : NULL;
+    d.n_last_used = e->n_last;
+    d.owned = e->n_owned ? e->owned : NULL;
+    d.n_owned = e->n_owned;
+    d.context_length = e->ctx;
+    d.context_ceiling = e->ctx_ceiling;
+    d.context_floor = e->ctx_floor;
+    d.kv_bytes_per_token = e->kv_per_token;
+    d.capacity_bytes = e->cap_bytes;
+    d.keep_bytes = e->keep_bytes;
+    d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
+    d.probe_timeout_ms = e->probe_ms_req;
+    d.bearer = e->bearer[0] ? e->bearer : NULL;
+    d.cache = e->no_cache ? NULL : e->cache;
+    d.logger = e->logger;
+    if (f) {
+        d.capacity_known = f->capacity_known;
+        d.unlimited = f->unlimited;
+        d.max_instances = f->max_instances;
+        d.first_listing = f->listing;
+        d.first_listing_len = f->listing_len;
+    }
+    e->reconciling = true;
+    e->phase = RSDI_EN_RUN;
+    rc = rsd_reconcile_begin(e->rc, &d, now_ms);
+    if (rc == RSD_OK) {
+        rsdi_en_env_notice(e);
+        rsdi_en_reset_notice(e);
+        rsdi_en_co_notice(e);
+        rsdi_en_prot_notice(e);
+    }
+    /* on error the reconcile is DONE with it; step picks it up */
+}
+
+/* A detection answer: the next probe, or the run with what it found, or the end. */
+RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
+    rsd_detect *d = e->detect;
+    rsdi_en_found f;
+    (void)rsd_detect_feed(d, ev->result, ev->status, NULL, 0, ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
+    if (rsd_detect_next(d, now_ms).kind != RSD_STEP_DONE) return; /* the next probe (or the same, later) */
+    if (!d->runtime) {
+        rsdi_en_fail(e, d->error, now_ms, "%s", d->message);
+        return;
+    }
+    {
+        int i = e->det_next;
+        e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
+        (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
+        e->kind = (rsd_runtime_kind)rsd_runtime_kind_parse(d->runtime->name);
+        e->det[i].kind = e->kind;
+    }
+    memset(&f, 0, sizeof f);
+    f.capacity_known = d->capacity_known;
+    f.unlimited = d->unlimited;
+    f.max_instances = d->max_instances;
+    if (d->first_listing) { /* the runtime's first request is this very GET (kept whole in the reconcile's buffer) */
+        f.listing = d->buf;
+        f.listing_len = d->buf_len;
+    }
+    rsdi_en_start_run(e, &f, now_ms); /* the detection state is gone from here on */
+}
+
+/* ---- rsd-serve's own lease: a free ensure, and its release ----------------------- */
+/* A free ensure first POSTs /_rsd/lease (rsd-serve's lease: ttl, restore), then polls
+   GET /_rsd/lease/ID until ready; a 404, 405 or 501 to the POST (or a 200 that is no lease:
+   LM Studio's unknown route) means the target is not rsd-serve, and the ensure goes on as
+   before (detection, the free plan). A release of an
+   "rsd-serve:ID" lease is one DELETE /_rsd/lease/ID. */
+#define RSDI_EN_LS_PREFIX "rsd-serve:"
+
+RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len);
+
+/* Sends the lease request e->ls asks for; false when it could not be sent (the ensure failed). */
+RSDI_PRIVATE bool rsdi_en_ls_send(rsd_ensurer *e, uint64_t now_ms) {
+    char url[RSD_RECONCILE_URL_MAX + 48], body[128]; /* rsd_http_send copies both */
+    rsd_http_request q;
+    int rc, n;
+    memset(&q, 0, sizeof q);
+    if (e->ls == RSDI_EN_LS_TAKE) {
+        n = RSD_SNPRINTF(url, sizeof url, "%s/_rsd/lease", e->root);
+        q.method = "POST";
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = (size_t)RSD_SNPRINTF(body, sizeof body, "{\"bytes\":%llu,\"ttl_ms\":%lu,\"restore\":true}",
+                                          (unsigned long long)e->free_bytes, (unsigned long)e->lease_ttl_ms);
+    } else {
+        n = RSD_SNPRINTF(url, sizeof url, "%s/_rsd/lease/%llu", e->root, (unsigned long long)e->ls_id);
+        q.method = e->ls == RSDI_EN_LS_POLL ? "GET" : "DELETE";
+    }
+    if (n < 0 || n >= (int)sizeof url) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "lease: URL too long: %s", e->root);
+        return false;
+    }
+    q.url = url;
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    q.connect_timeout_ms = q.total_timeout_ms;
+    q.on_body = rsdi_en_on_body;
+    q.user = e;
+    e->ls_len = 0;
+    e->ls_over = false;
+    if ((rc = rsd_http_send(e->http, &q, now_ms, &e->h)) < 0) {
+        rsdi_en_fail(e, rc, now_ms, "%s %s: %s", q.method, url, rsd_result_str(rc));
+        return false;
+    }
+    e->requests++;
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+    e->op = RSD_OP_NONE;
+    return true;
+}
+
+/* The lease's words for the operator in e->message (a URL's password as ***). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+RSDI_PRIVATE void rsdi_en_say(rsd_ensurer *e, const char *fmt, ...) {
+    char msg[sizeof e->message];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    (void)rsdi_url_redact(msg, e->message, sizeof e->message);
+}
+
+/* The lease's end: outcome, final code, and e->message already written. */
+RSDI_PRIVATE void rsdi_en_ls_end(rsd_ensurer *e, rsd_outcome outcome, int final, uint64_t now_ms) {
+    e->outcome = outcome;
+    e->final = final;
+    e->error = final;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->ls = RSDI_EN_LS_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+}
+
+/* rsd-serve's lease answer (POST and GET: {"id", "granted", "requested", "ready",
+   "restore", "expires_in_ms", "stopped": [ids]}; DELETE: the same, "released": true first):
+   what the ensurer reads. need_id: id (> 0), granted (>= 0) and ready are required. The
+   stopped ids are unescaped into text, each NUL-terminated, into ev[0..max_ev) (id, model
+   ""); one that does not fit ends the list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
+typedef struct rsdi_en_lease_ans {
+    uint64_t id, granted, requested;
+    bool ready, restore;
+    int n_stopped;
+} rsdi_en_lease_ans;
+
+RSDI_PRIVATE int rsdi_en_lease_parse(const char *s, size_t n, rsd_json_tok *toks, uint32_t n_toks, bool need_id,
+                                     rsdi_en_lease_ans *a, rsd_evicted *ev, int max_ev, char *text,
+                                     size_t text_cap) {
+    rsd_json_doc d;
+    int64_t v = 0;
+    int arr, i, k;
+    size_t used = 0;
+    memset(a, 0, sizeof *a);
+    if (rsd_json_parse(&d, s, n, toks, n_toks) < 1 || rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT)
+        return RSD_ERR_PAYLOAD;
+    if (need_id) {
+        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "id"), &v) != RSD_OK || v <= 0) return RSD_ERR_PAYLOAD;
+        a->id = (uint64_t)v;
+        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "granted"), &v) != RSD_OK || v < 0) return RSD_ERR_PAYLOAD;
+        a->granted = (uint64_t)v;
+        if (rsd_json_bool(&d, rsd_json_find(&d, 0, "ready"), &a->ready) != RSD_OK) return RSD_ERR_PAYLOAD;
+    }
+    if (rsd_json_int64(&d, rsd_json_find(&d, 0, "requested"), &v) == RSD_OK && v >= 0) a->requested = (uint64_t)v;
+    (void)rsd_json_bool(&d, rsd_json_find(&d, 0, "restore"), &a->restore);
+    arr = rsd_json_find(&d, 0, "stopped");
+    if (arr < 0 || rsd_json_type_of(&d, arr) != RSD_JSON_ARRAY) return RSD_OK;
+    for (k = 0; a->n_stopped < max_ev && (i = rsd_json_at(&d, arr, (uint32_t)k)) >= 0; k++) {
+        size_t len = 0;
+        if (rsd_json_type_of(&d, i) != RSD_JSON_STRING) continue;
+        if (used >= text_cap || rsd_json_str(&d, i, text + used, text_cap - used, &len) != RSD_OK) break; /* no room */
+        memset(&ev[a->n_stopped], 0, sizeof ev[0]);
+        ev[a->n_stopped].id = text + used;
+        ev[a->n_stopped].model = "";
+        a->n_stopped++;
+        used += len + 1;
+    }
+    return RSD_OK;
+}
+
+/* Reads the lease's answer (see rsdi_en_lease_parse): its figures into e, the stopped models
+   into the reconcile's result (not reconciling now) with their ids after the answer in its
+   buffer; false when it is not a lease answer. */
+RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
+    rsdi_en_lease_ans a;
+    int k;
+    *ready = false;
+    if (e->ls_over || rsdi_en_lease_parse(e->ans, e->ls_len, e->toks, e->n_toks, e->ls != RSDI_EN_LS_DROP, &a,
+                                          e->ls_stopped, RSD_MAX_RESIDENTS, e->ans + e->ls_len,
+                                          e->ans_cap - e->ls_len) != RSD_OK)
+        return false;
+    if (e->ls != RSDI_EN_LS_DROP) {
+        e->ls_id = a.id;
+        e->ls_granted = a.granted;
+        if (a.requested) e->ls_requested = a.requested;
+        *ready = a.ready;
+    }
+    e->n_ls_stopped = a.n_stopped;
+    for (k = 0; k < a.n_stopped; k++) e->ls_stopped[k].restored = e->ls == RSDI_EN_LS_DROP && a.restore;
+    return true;
+}
+
+/* The error body's message ({"error":{"message":...}}), or the status. */
+RSDI_PRIVATE const char *rsdi_en_ls_why(rsd_ensurer *e, int status, char *buf, size_t cap) {
+    rsd_json_doc d;
+    size_t n = 0;
+    if (!e->ls_over && rsd_json_parse(&d, e->ans, e->ls_len, e->toks, e->n_toks) > 0 &&
+        rsd_json_str(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "error"), "message"), buf, cap, &n) == RSD_OK)
+        return buf;
+    (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
+    return buf;
+}
+
+RSDI_PRIVATE void rsdi_en_go(rsd_ensurer *e, uint64_t now_ms);
+
+/* One answer of the lease's request. */
+RSDI_PRIVATE void rsdi_en_ls_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
+    char why[256];
+    bool ready = false;
+    int st = ev->status, err;
+    if (ev->result != RSD_OK) {
+        rsdi_en_fail(e, ev->result, now_ms, "lease at %s: %s", e->root, rsd_result_str(ev->result));
+        return;
+    }
+    if (st == 200 && rsdi_en_ls_read(e, &ready)) {
+        if (e->ls == RSDI_EN_LS_DROP) {
+            bool later = e->n_ls_stopped && !e->ls_stopped[0].restored; /* the lease did not restore */
+            rsdi_en_say(e, "rsd-serve lease %s released at %s; %d stopped model(s) %s", e->lease_id, e->root,
+                        e->n_ls_stopped, later ? "start on their next request" : "start again");
+            rsdi_en_ls_end(e, RSD_OUTCOME_NONE, RSD_OK, now_ms);
+            return;
+        }
+        (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, RSDI_EN_LS_PREFIX "%llu", (unsigned long long)e->ls_id);
+        if (ready) {
+            rsdi_en_say(e, "rsd-serve lease %s ready: %llu of %llu bytes granted%s, %d model(s) stopped",
+                        e->lease_id, (unsigned long long)e->ls_granted, (unsigned long long)e->ls_requested,
+                        e->ls_granted < e->ls_requested ? " (busy or pinned models hold the rest)" : "",
+                        e->n_ls_stopped);
+            rsdi_en_ls_end(e, RSD_OUTCOME_FREED, RSD_OK, now_ms);
+            return;
+        }
+        if (e->ls == RSDI_EN_LS_TAKE) e->ls_delay = RSD_RECONCILE_POLL_FIRST_MS;
+        else e->ls_delay = e->ls_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
+                                                                               : e->ls_delay * 2;
+        e->ls = RSDI_EN_LS_POLL; /* granted, its stopped processes still exiting */
+        e->waiting = RSDI_EN_WAIT_WAKE;
+        e->wake = now_ms + e->ls_delay < e->deadline ? now_ms + e->ls_delay : e->deadline;
+        return;
+    }
+    if (e->ls == RSDI_EN_LS_TAKE && (st == 404 || st == 405 || st == 501 || st == 200)) {
+        /* not rsd-serve (LM Studio answers an unknown route 200 with an error): the free plan */
+        e->ls = RSDI_EN_LS_NONE;
+        e->ls_used = false;
+        e->n_ls_stopped = 0;
+        rsdi_en_go(e, now_ms);
+        return;
+    }
+    (void)rsdi_en_ls_why(e, st, why, sizeof why);
+    if (e->ls == RSDI_EN_LS_TAKE && st == 409) { /* declined: everything busy or pinned; nothing stopped */
+        rsdi_en_say(e, "rsd-serve at %s declined a lease of %llu bytes: %s", e->root,
+                    (unsigned long long)e->free_bytes, why);
+        rsdi_en_ls_end(e, RSD_OUTCOME_DECLINED, RSD_OK, now_ms);
+        return;
+    }
+    err = st == 200 ? RSD_ERR_PAYLOAD : st == 400 ? RSD_ERR_ARG : st == 401 || st == 403 ? RSD_ERR_AUTH
+        : st == 404 ? RSD_ERR_NOT_FOUND : st == 503 ? RSD_ERR_SERVER_ERROR : RSD_ERR_HTTP_STATUS;
+    if (st == 404) e->lease_id[0] = '\0'; /* gone (expired, released): nothing to release */
+    rsdi_en_fail(e, err, now_ms, "rsd-serve lease at %s: %s %s", e->root,
+                 e->ls == RSDI_EN_LS_TAKE ? "not taken:" : e->ls == RSDI_EN_LS_POLL ? "lost before it was ready:"
+                                                                                   : "not released:",
+                 st == 200 ? "the answer is not a lease" : why);
+}
+
+/* Detection (runtime AUTO) or the run: what begin does after validating. */
+RSDI_PRIVATE void rsdi_en_go(rsd_ensurer *e, uint64_t now_ms) {
+    if (e->kind == RSD_RUNTIME_AUTO) {
+#ifdef RSD_NO_DETECT
+        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
+                     "%s: no runtime detection in this build (RSD_NO_DETECT); name the runtime "
+                     "(rsd_ensure_req.runtime)", e->url);
+#else
+        int rc;
+        memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
+        e->detect->toks = e->toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
+        e->detect->n_toks = e->n_toks;
+        e->detect->buf = e->ans;
+        e->detect->buf_cap = e->ans_cap;
+        if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
+            rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", e->url);
+            return;
+        }
+        e->phase = RSDI_EN_DETECT;
+#endif
+        return;
+    }
+    rsdi_en_start_run(e, NULL, now_ms);
+}
+
+RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
+
+RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
+    if (e && e->rel != RSDI_EN_REL_NONE && e->rel != RSDI_EN_REL_DONE) return RSD_ERR_STATE; /* a release runs */
+    if (e) e->rel = RSDI_EN_REL_NONE;
+    return rsdi_en_begin(e, q, now_ms);
+}
+
+RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
+    rsd_url u;
+    char k[RSD_TARGET_KEY_MAX];
+    int rc, i;
+    if (!e) return RSD_ERR_ARG;
+    if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
+    e->phase = RSDI_EN_DONE;
+    e->done_taken = false;
+    e->inflight = e->reconciling = false;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->requests = 0;
+    e->t0 = e->last_now = now_ms;
+    e->elapsed = 0;
+    e->message[0] = '\0';
+    e->op = RSD_OP_NONE;
+    e->op_model[0] = '\0';
+    e->key[0] = '\0';
+    e->kind = RSD_RUNTIME_AUTO;
+    e->outcome = RSD_OUTCOME_NONE;
+    e->error = RSD_OK;
+    e->rt = rsd_runtime_router();
+    e->hit = false;
+    e->sse_tried = false;
+    e->co_read = false;
+    e->co_told = false;
+    e->attr_over_told = false;
+    e->co_read_err = RSD_OK;
+    memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
+    e->lease_id[0] = '\0';
+    e->ls = RSDI_EN_LS_NONE;
+    e->ls_used = false;
+    e->ls_id = e->ls_granted = e->ls_requested = 0;
+    e->n_ls_stopped = 0;
+    if (RSDI_EN_KV_ON(e)) {
+        e->kv->phase = RSDI_EN_KV_NONE;
+        e->kv->saved = e->kv->restored = 0;
+        e->kv->restore_tried = false;
+    }
+    e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
+    if (!q || !q->url || (!q->model && !e->free_bytes) || (int)q->runtime < 0 ||
+        (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
+        return RSD_ERR_ARG;
+    }
+    e->deadline = now_ms + (q->timeout_ms ? q->timeout_ms : (uint32_t)RSD_ENSURE_TIMEOUT_MS);
+    e->lease_ttl_ms = q->lease_ttl_ms ? q->lease_ttl_ms : (uint32_t)RSD_ENSURE_LEASE_TTL_MS;
+    e->ls_requested = e->free_bytes;
+    if (e->free_bytes) {
+        e->model[0] = '\0';
+    } else if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
+        rsdi_en_fail(e, RSD_ERR_MODEL_ID, now_ms, "ensure: model id empty or over %d bytes", RSD_MODEL_ID_MAX - 1);
+        return RSD_ERR_MODEL_ID;
+    }
+    if ((rc = rsd_url_parse(&u, q->url, strlen(q->url))) < 0 || strlen(q->url) + 64 > sizeof e->url) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "ensure: bad server URL '%.200s'", q->url);
+        return RSD_ERR_URL;
+    }
+    if (q->bearer && (strlen(q->bearer) >= sizeof e->bearer)) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: bearer token too long");
+        return RSD_ERR_ARG;
+    }
+    if (strcmp(e->url, q->url) != 0) e->memo_ok = false; /* the memo is e->url's */
+    (void)rsdi_cpy(e->url, sizeof e->url, q->url);
+    (void)rsdi_cpy(e->bearer, sizeof e->bearer, q->bearer ? q->bearer : "");
+    if (rsd_root_url(rsd_str_c(e->url), e->root, sizeof e->root) <= 0) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "ensure: bad server URL '%.200s'", q->url);
+        return RSD_ERR_URL;
+    }
+    e->ctx = q->context_length;
+    e->ctx_ceiling = q->context_ceiling ? q->context_ceiling
+                   : e->ignore_env ? (uint32_t)RSD_FIT_CEILING_DEFAULT : rsd_fit_ceiling_from_env();
+    e->ctx_floor = q->context_floor;
+    e->kv_per_token = q->kv_bytes_per_token;
+    e->cap_bytes = q->capacity_bytes;
+    e->keep_bytes = q->keep_bytes;
+    e->timeout_ms = q->timeout_ms;
+    e->probe_ms = q->probe_timeout_ms ? q->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
+    e->probe_ms_req = q->probe_timeout_ms;
+    e->timeout_given = q->timeout_ms != 0;
+    e->observe = q->observe;
+    e->user_managed = q->user_managed;
+    e->keep_pinned = q->keep_pinned;
+    e->kind = q->runtime ? q->runtime : e->only_kind;
+    if (e->only_kind && e->kind != e->only_kind) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: a %s request to an ensurer for %s only (rsd_ensurer_desc.runtime)",
+                     rsd_runtime_kind_str(e->kind), rsd_runtime_kind_str(e->only_kind));
+        return RSD_ERR_ARG;
+    }
+    if (!RSDI_EN_DETECTS_NOTHING && e->kind == RSD_RUNTIME_AUTO && /* what detection found before */
+        rsd_target_key_normalise(rsd_str_c(e->url), k, sizeof k) > 0) {
+        for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+            if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
+    }
+    if (RSDI_EN_SERVE_LEASE && e->free_bytes && e->kind != RSD_RUNTIME_LMSTUDIO && e->kind != RSD_RUNTIME_OLLAMA) {
+        e->phase = RSDI_EN_LEASE; /* rsd-serve's own lease first; step sends it */
+        e->ls = RSDI_EN_LS_TAKE;
+        e->ls_used = true;
+        return RSD_OK;
+    }
+    rsdi_en_go(e, now_ms);
+    return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
+}
+
+/* The step's answer as it arrives: to detection or to the reconcile, with the status of
+   its head (on_body is called only after the head). */
+RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    rsd_http_head_info hi;
+    int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
+    if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease answer, kept whole (reconcile's buffer: not in use) */
+        if (len > e->ans_cap - e->ls_len) {
+            e->ls_over = true;
+        } else {
+            memcpy(e->ans + e->ls_len, data, len);
+            e->ls_len += len;
+        }
+    } else if (RSDI_EN_DETECTING(e)) {
+        (void)rsd_detect_body(e->detect, status, data, len);
+    } else {
+        (void)rsd_reconcile_body(e->rc, status, data, len);
+    }
+}
+
+/* Sends an HTTP step (the reconcile's or detection's); false when it could not be sent
+   (*send_rc says why). */
+RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms, int *send_rc) {
+    rsd_http_request q;
+    int i;
+    memset(&q, 0, sizeof q);
+    q.method = s->http.method;
+    q.url = s->http.url;
+    for (i = 0; i < s->http.n_headers && i < RSD_RECONCILE_MAX_HEADERS; i++) {
+        e->hdrs[i].name = rsd_str_c(s->http.headers[i].name);
+        e->hdrs[i].value = rsd_str_c(s->http.headers[i].value);
+    }
+    q.headers = e->hdrs;
+    q.num_headers = (size_t)i;
+    q.body = s->http.body;
+    q.body_len = s->http.body ? s->http.body_len : 0;
+    q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
+    q.connect_timeout_ms = q.total_timeout_ms;
+    q.on_body = rsdi_en_on_body; /* one step at a time: its answer is read as it arrives */
+    q.user = e;
+    e->op = RSDI_EN_DETECTING(e) ? RSD_OP_NONE : s->http.op;
+    (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
+    /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
+    if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
+        (void)rsdi_en_sse_open(e, now_ms);
+        e->n_pend = 0;
+    }
+    *send_rc = rsd_http_send(e->http, &q, now_ms, &e->h);
+    if (*send_rc < 0) return false;
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+    return true;
+}
+
+/* Without a state directory: remember (model, instance) owned on e->key in memory. */
+RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool add) {
+    char rec[RSD_TARGET_KEY_MAX + 2 * RSD_MODEL_ID_MAX], *p, *m, *in, *n, *end = e->mem + e->mem_used;
+    size_t kl = strlen(e->key) + 1, ml = strlen(a->model) + 1, il = strlen(a->instance) + 1;
+    if (!e->mem || kl + ml + il > sizeof rec) return;
+    memcpy(rec, e->key, kl); /* the record, built first: a's ids may be in the records that move */
+    memcpy(rec + kl, a->model, ml);
+    memcpy(rec + kl + ml, a->instance, il);
+    for (p = e->mem; p < end; p = n) { /* the record of this instance goes */
+        n = rsdi_en_mem_next(p, &m, &in);
+        if (strcmp(p, rec) == 0 && strcmp(in, rec + kl + ml) == 0) {
+            memmove(p, n, (size_t)(end - n));
+            e->mem_used -= (size_t)(n - p);
+            break;
+        }
+    }
+    if (!add || kl + ml + il > e->mem_cap - e->mem_used) return; /* full: not remembered */
+    memcpy(e->mem + e->mem_used, rec, kl + ml + il);
+    e->mem_used += kl + ml + il;
+}
+
+/* One attribution change of the COMMIT: into the state directory's update, or (no state
+   directory) an instance into the ensurer's memory. */
+RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool remove) {
+    if (!a->model || !a->model[0]) return;
+    if (!e->st && !RSDI_EN_CO(e)) {
+        if (RSDI_EN_INSTANCES && a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
+        return;
+    }
+    if (e->n_chg >= RSDI_EN_MAX_CHANGES) return;
+    e->chg[e->n_chg].model = a->model;
+    e->chg[e->n_chg].instance = a->instance && a->instance[0] ? a->instance : NULL; /* plain: every entry of it */
+    e->chg[e->n_chg++].remove = remove;
+}
+
+/* The attribution lock answered (r: rsd_state_lock_step's result): the changes and the
+   generation bump in one update, then commit_done -- or commit_failed with why. */
+RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
+    char what[RSD_STATE_DETAIL_BYTES];
+    uint64_t gen = 0;
+    if (RSDI_EN_CO(e)) { /* etcd: the transaction has answered (r) */
+        rsd_etcd_view v;
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
+        gen = v.gen;
+        if (r != RSD_OK) {
+            (void)RSD_SNPRINTF(what, sizeof what, "%s", v.message[0] ? v.message : rsd_result_str(r));
+            (void)rsd_reconcile_commit_failed(e->rc, r, what);
+            return;
+        }
+    }
+    if (r == RSD_OK && !RSDI_EN_CO(e)) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
+    if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
+    e->alk_active = false;
+    if (r == RSD_OK) {
+        (void)rsd_reconcile_commit_done(e->rc, gen);
+        return;
+    }
+    (void)RSD_SNPRINTF(what, sizeof what, "%s", rsd_state_last_error(e->st)[0] ? rsd_state_last_error(e->st)
+                                                                              : rsd_result_str(r));
+    (void)rsd_reconcile_commit_failed(e->rc, r, what);
+}
+
+/* COMMIT: what the machine loaded and unloaded goes into the attribution (removals
+   first, then additions), and the generation is bumped -- one update under the
+   attribution-file lock, taken without blocking (WAIT_COMMIT: the step comes back at the
+   lock's next attempt), bounded by the ensure's deadline (at least RSDI_EN_COMMIT_GRACE_MS).
+   Without a state directory only the in-memory instances change. */
+RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
+    const rsd_reconcile_result *res = e->res;
+    uint64_t dl;
+    int i, r;
+    e->n_chg = 0;
+    for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, &res->attr_remove[i], true);
+    for (i = 0; i < res->n_attr_add; i++) rsdi_en_change(e, &res->attr_add[i], false);
+    dl = e->deadline > now_ms + RSDI_EN_COMMIT_GRACE_MS ? e->deadline : now_ms + RSDI_EN_COMMIT_GRACE_MS;
+    if (RSDI_EN_CO(e)) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
+        r = rsd_etcd_commit_begin(RSDI_EN_CO(e), e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
+        if (r < 0) {
+            rsdi_en_commit_end(e, r);
+            return;
+        }
+        e->waiting = RSDI_EN_WAIT_COORD;
+        e->co_then = RSDI_EN_CO_COMMIT;
+        e->op = RSD_OP_NONE;
+        e->op_model[0] = '\0';
+        return;
+    }
+    if (!e->st) return;
+    r = rsd_state_attr_lock_begin(e->st, &e->alk, e->key, now_ms, dl);
+    if (r < 0) {
+        rsdi_en_commit_end(e, r);
+        return;
+    }
+    e->alk_active = true;
+    e->waiting = RSDI_EN_WAIT_COMMIT;
+    e->op = RSD_OP_NONE; /* progress: no HTTP step (a load is no longer being waited for) */
+    e->op_model[0] = '\0';
+}
+
+/* The target lock answered (r: the flock step's or etcd's result): fail-closed ends the
+   ensure (false); else the generation and the attribution read again under the lock go
+   to the machine with lock_done. */
+RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
+    uint64_t gen = 0;
+    bool held;
+    if (r < 0) { /* fail-closed */
+        const char *why = rsd_result_str(r);
+        rsd_etcd_view v;
+        if (RSDI_EN_CO(e)) {
+            rsd_etcd_query(RSDI_EN_CO(e), &v);
+            if (v.message[0]) why = v.message;
+        }
+        rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url, why);
+        return false;
+    }
+    if (RSDI_EN_CO(e)) {
+        rsd_etcd_view v;
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
+        held = v.held;
+        e->co_read_err = RSD_OK; /* the lock's answer carried a fresh read (or the last one stands) */
+    } else {
+        held = rsd_state_lock_held(&e->lk);
+    }
+    if (held && !rsdi_en_gen(e, &gen)) gen = ~(uint64_t)0;
+    rsdi_en_read_attr(e); /* it may have changed while we waited */
+    (void)rsd_reconcile_set_ours(e->rc, e->ours, e->n_ours);
+    if (RSDI_EN_INSTANCES) (void)rsd_reconcile_set_owned(e->rc, e->owned, e->n_owned);
+    rsdi_en_reset_notice(e);
+    (void)rsd_reconcile_lock_done(e->rc, held, gen, now_ms);
+    return true;
+}
+
+/* ---- slot saves: a swap keeps the conversation (desc.kv_slots) ------------------- */
+/* With desc.kv_slots, on a llama.cpp router (started with --slot-save-path DIR), an
+   unload the reconcile asks for waits while the model's slots that hold a prompt are
+   saved: GET /slots?model=M, then one POST /slots/ID?action=save {"model": M,
+   "filename": NAME} at a time (the router passes it to M's child, the body's "model"
+   naming it). After the ensure loaded its model, the same GET lists the slots, and each
+   is restored from its file (action=restore): a slot without a file answers 400 and
+   stays cold. NAME is "rsd-KEY-ID.bin", KEY 16 hex digits of FNV-1a 64 over the target's
+   key, the model id, and the child's slot count and n_ctx (the ensurer cannot see the
+   model file: the router's files are keyed by what its answers say). All of it is
+   bounded by desc.kv_timeout_ms and half of what is left of the ensure; a failed or
+   slow save or restore costs that cache (logged), never the unload, load or ensure.
+   The router neither deletes nor budgets the files: DIR is the operator's. */
+RSDI_PRIVATE uint64_t rsdi_en_kv_fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+RSDI_PRIVATE void rsdi_en_kv_body(void *user, const char *data, size_t len) {
+    rsdi_en_kv *k = ((rsd_ensurer *)user)->kv;
+    if (len > sizeof k->body - 1 - k->len) {
+        k->over = true;
+        return;
+    }
+    memcpy(k->body + k->len, data, len);
+    k->len += len;
+}
+
+/* One request of the slot saves (body NULL: GET); false when it could not be sent. */
+RSDI_PRIVATE bool rsdi_en_kv_send(rsd_ensurer *e, const char *url, const char *body, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    rsd_http_request q;
+    uint64_t dl = k->deadline < e->deadline ? k->deadline : e->deadline;
+    memset(&q, 0, sizeof q);
+    q.method = body ? "POST" : "GET";
+    q.url = url;
+    if (body) {
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = strlen(body);
+    }
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.total_timeout_ms = dl > now_ms ? (uint32_t)(dl - now_ms < 0xFFFFFFFFu ? dl - now_ms : 0xFFFFFFFFu) : 1;
+    q.connect_timeout_ms = q.total_timeout_ms;
+    q.on_body = rsdi_en_kv_body;
+    q.user = e;
+    k->len = 0;
+    k->over = false;
+    if (now_ms >= dl || rsd_http_send(e->http, &q, now_ms, &e->h) < 0) return false;
+    e->requests++;
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+    return true;
+}
+
+/* The saves (or restores) are over: the held unload goes, or the ensure ends. */
+RSDI_PRIVATE void rsdi_en_kv_end(rsd_ensurer *e, uint64_t now_ms, const char *why) {
+    rsdi_en_kv *k = e->kv;
+    int rc;
+    k->phase = RSDI_EN_KV_NONE;
+    if (why)
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: slot %s of '%s' at %s: %s",
+                  k->save ? "saves" : "restores", k->model, e->root, why);
+    if (!k->save) {
+        rsdi_en_finish(e, now_ms);
+        return;
+    }
+    k->held.http.timeout_ms = rsdi_en_left(e, now_ms, k->held.http.timeout_ms ? k->held.http.timeout_ms : 1);
+    if (!rsdi_en_http(e, &k->held, now_ms, &rc)) (void)rsd_reconcile_feed(e->rc, rc, 0, NULL, 0, now_ms);
+}
+
+/* GET ROOT/slots?model=M (M percent-encoded); false when it cannot be sent. */
+RSDI_PRIVATE bool rsdi_en_kv_list(rsd_ensurer *e, uint64_t now_ms) {
+    static const char hex[] = "0123456789ABCDEF";
+    char url[RSD_RECONCILE_URL_MAX + 3 * RSD_MODEL_ID_MAX + 16];
+    const char *m;
+    int n = RSD_SNPRINTF(url, sizeof url, "%s/slots?model=", e->root);
+    size_t o = n > 0 ? (size_t)n : sizeof url;
+    for (m = e->kv->model; *m && o + 4 < sizeof url; m++) {
+        unsigned char c = (unsigned char)*m;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+            c == '.' || c == '~') {
+            url[o++] = (char)c;
+        } else {
+            url[o++] = '%';
+            url[o++] = hex[c >> 4];
+            url[o++] = hex[c & 15];
+        }
+    }
+    if (*m || o >= sizeof url) return false;
+    url[o] = '\0';
+    e->kv->phase = RSDI_EN_KV_LIST;
+    return rsdi_en_kv_send(e, url, NULL, now_ms);
+}
+
+/* POST ROOT/slots/ID?action=save|restore for k->ids[k->cur]; false when it cannot be sent. */
+RSDI_PRIVATE bool rsdi_en_kv_file(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    char url[RSD_RECONCILE_URL_MAX + 48], name[48], body[RSD_MODEL_ID_MAX * 6 + 96];
+    rsd_json_writer w;
+    (void)RSD_SNPRINTF(name, sizeof name, "rsd-%016llx-%d.bin", (unsigned long long)k->key, k->ids[k->cur]);
+    if (RSD_SNPRINTF(url, sizeof url, "%s/slots/%d?action=%s", e->root, k->ids[k->cur], k->save ? "save" : "restore") >=
+        (int)sizeof url)
+        return false;
+    rsd_json_w_init(&w, body, sizeof body);
+    (void)rsd_json_w_begin_object(&w);
+    (void)rsd_json_w_key(&w, "model");
+    (void)rsd_json_w_str(&w, k->model);
+    (void)rsd_json_w_key(&w, "filename");
+    (void)rsd_json_w_str(&w, name);
+    (void)rsd_json_w_end_object(&w);
+    if (rsd_json_w_finish(&w) < 0) return false;
+    k->phase = RSDI_EN_KV_FILE;
+    return rsdi_en_kv_send(e, url, body, now_ms);
+}
+
+/* The next file, or the end. */
+RSDI_PRIVATE void rsdi_en_kv_next(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    if (k->cur >= k->n) {
+        if (k->save || k->restored)
+            rsdi_logf(&e->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %d slot(s) %s",
+                      k->model, e->root, k->save ? k->saved : k->restored, k->save ? "saved" : "restored");
+        rsdi_en_kv_end(e, now_ms, NULL);
+        return;
+    }
+    if (!rsdi_en_kv_file(e, now_ms)) rsdi_en_kv_end(e, now_ms, "could not send the request (or no time was left)");
+}
+
+/* An answer of the slot saves. */
+RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    rsd_json_doc doc;
+    int64_t v = 0;
+    bool ok = ev->result == RSD_OK && ev->status == 200 && !k->over &&
+              rsd_json_parse(&doc, k->body, k->len, k->toks, RSDI_EN_KV_TOKS) > 0;
+    if (k->phase == RSDI_EN_KV_LIST) {
+        char num[48];
+        int row, idx = 0;
+        int64_t ctx = 0;
+        uint64_t h = 14695981039346656037ull;
+        unsigned char sep = 0x1f;
+        if (!ok || rsd_json_type_of(&doc, 0) != RSD_JSON_ARRAY) {
+            char why[96];
+            (void)RSD_SNPRINTF(why, sizeof why, "GET /slots?model= answered %s %d%s", rsd_result_str(ev->result),
+                               ev->status, ev->status == 501 ? " (no --slot-save-path or --no-slots?)" : "");
+            rsdi_en_kv_end(e, now_ms, why);
+            return;
+        }
+        k->n = k->cur = 0;
+        for (row = rsd_json_child(&doc, 0); row >= 0; row = rsd_json_next(&doc, row), idx++) {
+            int64_t id = idx, np = 0;
+            if (rsd_json_type_of(&doc, row) != RSD_JSON_OBJECT) continue;
+            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "id"), &id) != RSD_OK) id = idx;
+            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_prompt_tokens"), &np) != RSD_OK) np = 0;
+            if (idx == 0 && rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_ctx"), &ctx) != RSD_OK) ctx = 0;
+            if (id >= 0 && id < 1000 && (np > 0 || !k->save) && k->n < RSDI_EN_KV_SLOTS) k->ids[k->n++] = (int)id;
+        }
+        (void)RSD_SNPRINTF(num, sizeof num, "%d %lld", idx, (long long)ctx);
+        h = rsdi_en_kv_fnv(h, e->key, strlen(e->key));
+        h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), k->model, strlen(k->model));
+        h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), num, strlen(num));
+        k->key = h;
+        rsdi_en_kv_next(e, now_ms);
+        return;
+    }
+    if (ok && rsd_json_int64(&doc, rsd_json_find(&doc, 0, k->save ? "n_saved" : "n_restored"), &v) == RSD_OK && v > 0) {
+        if (k->save) k->saved++;
+        else k->restored++;
+    } else if (k->save && !(ok && v == 0)) {
+        char why[96];
+        (void)RSD_SNPRINTF(why, sizeof why, "slot %d not saved (%s %d): its cache is lost", k->ids[k->cur],
+                           rsd_result_str(ev->result), ev->status);
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %s",
+                  k->model, e->root, why);
+    }
+    if (ev->result == RSD_ERR_TIMEOUT) { /* the time is spent: the rest stay unsaved (cold) */
+        rsdi_en_kv_end(e, now_ms, "timed out");
+        return;
+    }
+    k->cur++;
+    rsdi_en_kv_next(e, now_ms);
+}
+
+/* Before an HTTP step: an unload on a llama.cpp router is held while its model's slots
+   are saved (true: held). */
+RSDI_PRIVATE bool rsdi_en_kv_before(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    uint64_t half = e->deadline > now_ms ? (e->deadline - now_ms) / 2 : 0;
+    if (s->http.op != RSD_OP_UNLOAD || !s->http.model || !s->http.model[0] || e->kind != RSD_RUNTIME_LLAMACPP ||
+        !rsdi_cpy(k->model, sizeof k->model, s->http.model))
+        return false;
+    k->held = *s; /* its strings are the reconcile's, which waits for this step's answer */
+    k->save = true;
+    k->deadline = now_ms + (k->timeout_ms < half ? k->timeout_ms : half);
+    e->op = RSD_OP_UNLOAD; /* progress: the unload (its saves) */
+    (void)rsdi_cpy(e->op_model, sizeof e->op_model, k->model);
+    if (!rsdi_en_kv_list(e, now_ms)) {
+        k->phase = RSDI_EN_KV_NONE;
+        return false;
+    }
+    return true;
+}
+
+/* At the end: the model this ensure loaded gets its slots back (true: restoring). */
+RSDI_PRIVATE bool rsdi_en_kv_after(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    const rsd_reconcile_result *res = rsd_reconcile_result_of(e->rc);
+    uint64_t half = e->deadline > now_ms ? (e->deadline - now_ms) / 2 : 0;
+    if (k->restore_tried) return false;
+    k->restore_tried = true;
+    if (!res->loaded || res->error != RSD_OK || e->kind != RSD_RUNTIME_LLAMACPP ||
+        !e->model[0] || !rsdi_cpy(k->model, sizeof k->model, res->wire_id[0] ? res->wire_id : e->model))
+        return false;
+    k->save = false;
+    k->deadline = now_ms + (k->timeout_ms < half ? k->timeout_ms : half);
+    if (!rsdi_en_kv_list(e, now_ms)) {
+        k->phase = RSDI_EN_KV_NONE;
+        return false;
+    }
+    return true;
+}
+
+/* One step of the reconcile: perform what it asks. False = come back later (PENDING). */
+RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
+    rsd_step s = rsd_reconcile_next(e->rc, now_ms);
+    int rc;
+    switch (s.kind) {
+    case RSD_STEP_HTTP:
+        if (RSDI_EN_KV_ON(e) && rsdi_en_kv_before(e, &s, now_ms)) return true; /* the saves first */
+        if (!rsdi_en_http(e, &s, now_ms, &rc)) (void)rsd_reconcile_feed(e->rc, rc, 0, NULL, 0, now_ms);
+        return true;
+    case RSD_STEP_WAIT:
+        e->waiting = RSDI_EN_WAIT_WAKE;
+        e->rwake = e->wake = s.wake_ms;
+        if (s.wait_model) rsdi_en_sse_wait(e, now_ms); /* else a backoff: no event ends it */
+        return now_ms >= e->wake;
+    case RSD_STEP_LOCK:
+        if (RSDI_EN_CO(e)) {
+            if (rsd_etcd_lock_begin(RSDI_EN_CO(e), e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+                (void)rsd_reconcile_lock_done(e->rc, false, 0, now_ms);
+                return true;
+            }
+            e->waiting = RSDI_EN_WAIT_COORD;
+            e->co_then = RSDI_EN_CO_LOCK;
+            return true;
+        }
+        if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+            (void)rsd_reconcile_lock_done(e->rc, false, 0, now_ms);
+            return true;
+        }
+        e->lk_active = true;
+        e->waiting = RSDI_EN_WAIT_LOCK;
+        return true;
+    case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); return true;
+    case RSD_STEP_UNLOCK:
+        if (RSDI_EN_CO(e)) { /* released now; the ensure ends once etcd deleted the key */
+            (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), now_ms);
+            e->waiting = RSDI_EN_WAIT_COORD;
+            e->co_then = RSDI_EN_CO_UNLOCK;
+            return true;
+        }
+        if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+        e->lk_active = false;
+        return true;
+    case RSD_STEP_DONE:
+        if (RSDI_EN_KV_ON(e) && rsdi_en_kv_after(e, now_ms)) return true; /* the restores first */
+        rsdi_en_finish(e, now_ms);
+        return true;
+    default: return true;
+    }
+}
+
+RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms);
+
+/* One step of the ensure (or of a release's current ensure). */
+RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
+    int guard, rc;
+    if (RSDI_EN_CO(e)) (void)rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
+    if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
+    e->last_now = now_ms;
+    for (guard = 0; guard < 256; guard++) {
+        if (e->inflight || (e->sse_open && guard == 0)) {
+            rsd_http_event ev;
+            bool fed = false;
+            (void)rsd_http_client_step(e->http, now_ms);
+            while ((e->inflight || e->sse_open) && rsd_http_next_event(e->http, &ev)) {
+                if (e->sse_open && ev.req.id == e->sse_h.id) {
+                    rsdi_en_sse_ended(e, &ev);
+                    continue;
+                }
+                if (!e->inflight || ev.req.id != e->h.id) continue; /* someone else's request on our client */
+                e->inflight = false;
+                e->waiting = RSDI_EN_WAIT_NONE;
+                fed = true;
+                if (RSDI_EN_IN_LEASE(e)) rsdi_en_ls_answer(e, &ev, now_ms);
+                else if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
+                else if (RSDI_EN_KV_ON(e) && e->kv->phase != RSDI_EN_KV_NONE) rsdi_en_kv_answer(e, &ev, now_ms);
+                else (void)rsd_reconcile_feed(e->rc, ev.result, ev.status, NULL, 0, now_ms);
+            }
+            if (e->inflight) return RSD_PENDING;
+            if (fed) continue;
+        }
+        if (e->phase == RSDI_EN_DONE) return e->final;
+        if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease: the next request when it is due */
+            if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (e->ls == RSDI_EN_LS_POLL && now_ms >= e->deadline) {
+                rsdi_en_fail(e, RSD_ERR_TIMEOUT, now_ms,
+                             "rsd-serve lease %s at %s: %llu of %llu bytes granted but not ready within %llu ms "
+                             "(its stopped processes have not exited); release it or let its ttl pass",
+                             e->lease_id, e->root, (unsigned long long)e->ls_granted,
+                             (unsigned long long)e->ls_requested, (unsigned long long)(now_ms - e->t0));
+                return e->final;
+            }
+            if (!rsdi_en_ls_send(e, now_ms)) return e->final;
+            continue;
+        }
+        if (RSDI_EN_DETECTING(e)) {
+            rsd_step s = rsd_detect_next(e->detect, now_ms);
+            if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
+            if (!rsdi_en_http(e, &s, now_ms, &rc)) {
+                rsdi_en_fail(e, rc, now_ms, "GET %s: %s", s.http.url, rsd_result_str(rc));
+                return e->final;
+            }
+            e->requests++;
+            continue;
+        }
+        if (e->waiting == RSDI_EN_WAIT_LOCK || e->waiting == RSDI_EN_WAIT_COMMIT) { /* the target's or the attribution's file lock */
+            bool commit = e->waiting == RSDI_EN_WAIT_COMMIT;
+            int r = rsdi_state_lock_code(e->st, commit ? &e->alk : &e->lk, now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (commit) rsdi_en_commit_end(e, r);
+            else if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
+            continue;
+        }
+        if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
+            int r = rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (e->co_then == RSDI_EN_CO_READ) {
+                e->co_read = true;
+                e->co_read_err = r;
+                rsdi_en_start_run(e, NULL, now_ms);
+            } else if (e->co_then == RSDI_EN_CO_LOCK) {
+                if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
+            } else if (e->co_then == RSDI_EN_CO_COMMIT) {
+                rsdi_en_commit_end(e, r);
+            }
+            continue;
+        }
+        if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
+        if (!rsdi_en_run_step(e, now_ms)) return RSD_PENDING;
+        if (e->phase == RSDI_EN_DONE) return e->final;
+    }
+    return RSD_PENDING;
+}
+
+/* One step of what runs: RSD_PENDING, or the code it ended with. */
+RSDI_PRIVATE int rsdi_en_step(rsd_ensurer *e, uint64_t now_ms) {
+    if (e->rel != RSDI_EN_REL_NONE) return rsdi_en_rel_step(e, now_ms);
+    return rsdi_en_step_one(e, now_ms);
+}
+
+/* The ensure (or release) has ended and its event was not pulled yet. */
+RSDI_PRIVATE bool rsdi_en_done_waits(const rsd_ensurer *e) {
+    if (e->done_taken) return false;
+    return e->rel != RSDI_EN_REL_NONE ? e->rel == RSDI_EN_REL_DONE : e->phase == RSDI_EN_DONE;
+}
+
+RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
+    if (!e) return RSD_ERR_ARG;
+    (void)rsdi_en_step(e, now_ms);
+    return rsdi_en_done_waits(e) ? 1 : 0;
+}
+
+RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out) {
+    if (!e || !out || !rsdi_en_done_waits(e)) return false;
+    rsd_ensurer_query(e, out);
+    out->result = e->rel != RSDI_EN_REL_NONE ? e->rel_final : e->final;
+    e->done_taken = true;
+    return true;
+}
+
+RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap) {
+    int n;
+    if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) return 0; /* between ensures: a file lock */
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE)) return 0;
+    n = rsd_http_client_pollfds(e->http, out, cap);
+    if (RSDI_EN_CO(e)) n += rsd_etcd_pollfds(RSDI_EN_CO(e), out + (n < cap ? n : cap), n < cap ? cap - n : 0);
+    return n;
+}
+
+RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e) {
+    uint64_t dl;
+    if (e && rsdi_en_done_waits(e)) return 0;
+    if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) /* between ensures */
+        return e->alk_active ? e->alk.wake_ms : 0;
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE))
+        return RSD_NO_DEADLINE;
+    switch (e->waiting) {
+    case RSDI_EN_WAIT_HTTP:
+        dl = rsdi_client_deadline(e->http);
+        break;
+    case RSDI_EN_WAIT_WAKE: dl = e->wake; break;
+    case RSDI_EN_WAIT_LOCK: dl = e->lk.wake_ms; break;
+    case RSDI_EN_WAIT_COMMIT: dl = e->alk.wake_ms; break;
+    case RSDI_EN_WAIT_COORD: dl = RSD_NO_DEADLINE; break; /* etcd's own, below */
+    default: return 0;
+    }
+    if (RSDI_EN_CO(e)) { /* etcd's requests, retries and the lease's keepalive */
+        uint64_t c = rsd_etcd_next_deadline(RSDI_EN_CO(e));
+        if (c < dl) dl = c;
+    }
+    return dl;
+}
+
+RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
+    int n = rsd_reconcile_notices(e ? e->rc : NULL, out);
+    return e && e->reconciling ? n : 0;
+}
+
+RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->message = "";
+    out->op_model = "";
+    out->load_stage = "";
+    out->load_progress = -1.0;
+    out->wire_id = "";
+    if (!e) {
+        out->result = RSD_ERR_ARG;
+        return;
+    }
+    out->done = e->phase == RSDI_EN_DONE;
+    out->result = e->phase == RSDI_EN_DONE ? e->final : e->phase == RSDI_EN_IDLE ? RSD_ERR_STATE : RSD_PENDING;
+    out->runtime = e->kind;
+    out->requests = e->requests;
+    if (RSDI_EN_KV_ON(e)) {
+        out->kv_saved = e->kv->saved;
+        out->kv_restored = e->kv->restored;
+    }
+    out->elapsed_ms = out->done ? e->elapsed : (e->last_now > e->t0 ? e->last_now - e->t0 : 0);
+    out->op = e->op;
+    out->op_model = e->op_model;
+    out->lock_waiting = e->phase == RSDI_EN_RUN && e->waiting == RSDI_EN_WAIT_LOCK;
+    out->wire_id = e->model;
+    out->evicted = e->res->evicted;
+    (void)rsd_reconcile_notices(e->rc, &out->notices);
+    out->lease_id = e->lease_id;
+    if (e->reconciling) {
+        const rsd_reconcile_result *r = e->res;
+        out->load_progress = rsd_reconcile_progress(e->rc, &out->load_stage);
+        out->outcome = r->outcome;
+        out->decision = r->decision;
+        out->reason = r->reason;
+        out->cache_hit = r->cache_hit;
+        out->keep_resident = r->keep_resident;
+        out->lock_held = r->lock_held;
+        out->loaded = r->loaded;
+        out->mutated = r->mutated;
+        out->requests += r->requests;
+        out->message = r->message;
+        out->state_error = r->state_error;
+        out->n_evicted = r->n_evicted;
+        out->freed_bytes = r->freed_bytes;
+        out->n_notices = rsd_reconcile_notices(e->rc, NULL);
+        if (r->wire_id[0]) out->wire_id = r->wire_id;
+        out->lms_tier = r->tier;
+    } else if (e->hit) {
+        out->outcome = e->outcome;
+        out->decision = e->hit_v.decision;
+        out->reason = e->hit_v.reason;
+        out->cache_hit = true;
+        out->keep_resident = e->hit_v.keep_resident;
+        if (e->hit_v.wire_id[0]) out->wire_id = e->hit_v.wire_id;
+        out->lms_tier = (rsd_lms_tier)e->hit_v.tier;
+    } else {
+        out->outcome = e->outcome;
+        out->decision = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_DECISION_OBSERVE : RSD_DECISION_NONE;
+        out->reason = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_REASON_PROBE_FAILED : RSD_REASON_NONE;
+        out->message = e->message;
+        if (e->ls_used) { /* rsd-serve's lease: what it granted and stopped (a release: what comes back) */
+            out->freed_bytes = e->ls_granted;
+            out->evicted = e->ls_stopped;
+            out->n_evicted = e->n_ls_stopped;
+            out->mutated = e->n_ls_stopped > 0;
+            if (e->outcome == RSD_OUTCOME_FREED) {
+                out->decision = RSD_DECISION_FREE;
+                out->reason = e->ls_granted < e->ls_requested ? RSD_REASON_FREE_SHORT : RSD_REASON_FREE_BYTES;
+            } else if (e->outcome == RSD_OUTCOME_DECLINED) {
+                out->decision = RSD_DECISION_DECLINE;
+                out->reason = RSD_REASON_FREE_NOTHING;
+            } else if (e->ls_requested == 0 && e->final == RSD_OK) { /* a release: rsd-serve starts them again */
+                int k;
+                for (k = 0; k < e->n_ls_stopped; k++) out->restored += e->ls_stopped[k].restored;
+            }
+        }
+    }
+    if (e->rel != RSDI_EN_REL_NONE) { /* a state-directory lease's release */
+        out->restored = e->rel_n;
+        if (e->rel != RSDI_EN_REL_DONE) {
+            out->done = false;
+            out->result = RSD_PENDING;
+        } else if (e->rel_final < 0 && (e->rel_err < 0 || !e->rel_ran)) { /* the first failure's words */
+            out->result = e->rel_final;
+            out->outcome = e->rel_err < 0 ? e->rel_outcome : RSD_OUTCOME_NONE;
+            out->decision = e->rel_err < 0 ? e->rel_decision : RSD_DECISION_NONE;
+            out->reason = e->rel_err < 0 ? e->rel_reason : RSD_REASON_NONE;
+            out->message = e->rel_msg;
+            out->op_model = out->wire_id = out->lease_id = out->load_stage = "";
+            out->n_evicted = out->n_notices = 0;
+            out->evicted = NULL;
+            out->notices = NULL;
+        }
+    }
+}
+
+/* Steps a begun ensure (or release) to its end, poll() between steps; pulls its event. */
+RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
+    rsd_pollfd fds[32];
+    rsd_ensure_result res;
+    while (rsd_ensurer_step(e, rsd_now_ms()) == 0) {
+        int n = rsd_ensurer_pollfds(e, fds, 32), timeout;
+        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
+        if (n > 32) n = 32; /* fds[] is the blocking call's own: the rest waits for the next round */
+        if (dl == RSD_NO_DEADLINE) timeout = n ? -1 : 10;
+        else if (dl <= now) timeout = 0;
+        else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
+        if (timeout == 0) continue;
+        if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
+    }
+    if (out) rsd_ensurer_query(e, out);
+    if (!rsd_ensurer_next_event(e, &res)) return RSD_PENDING; /* poll() failed */
+    return res.result;
+}
+
+RSD_API int rsd_ensurer_sync(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
+    int rc;
+    if (out) memset(out, 0, sizeof *out);
+    if (!e) return RSD_ERR_ARG;
+    if (q && q->url) (void)rsd_ensurer_resolve_sync(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    rc = rsd_ensurer_begin(e, q, rsd_now_ms());
+    if (rc == RSD_ERR_STATE) return rc;
+    return rsdi_en_loop(e, out);
+}
+
+RSD_API int rsd_ensurer_lease_return_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                           uint64_t now_ms) {
+    static const char pre[] = RSDI_EN_LS_PREFIX;
+    rsd_ensure_req one;
+    uint64_t id = 0;
+    const char *p;
+    int rc;
+    if (!e || !lease_id) return RSD_ERR_ARG;
+    if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN || e->phase == RSDI_EN_LEASE) return RSD_ERR_STATE;
+    if (e->rel != RSDI_EN_REL_NONE && e->rel != RSDI_EN_REL_DONE) return RSD_ERR_STATE;
+    e->rel = RSDI_EN_REL_NONE;
+    if (strncmp(lease_id, pre, sizeof pre - 1) != 0) { /* a state-directory lease: one ensure per model */
+        if (!lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
+        if (!e->st) return RSD_ERR_STATE;
+        if (q && q->url && !rsdi_cpy(e->url, sizeof e->url, q->url)) return RSD_ERR_URL; /* each ensure's */
+        memset(&e->rel_q, 0, sizeof e->rel_q);
+        if (q) e->rel_q = *q;
+        e->rel_url_given = q && q->url;
+        (void)rsdi_cpy(e->bearer, sizeof e->bearer, q && q->bearer ? q->bearer : "");
+        if (q && q->bearer && strlen(q->bearer) >= sizeof e->bearer) return RSD_ERR_ARG;
+        (void)RSD_SNPRINTF(e->rel_key, sizeof e->rel_key, "lease|%s", lease_id);
+        e->rel_final = e->rel_err = RSD_OK;
+        e->rel_n = 0;
+        e->rel_kept = 0;
+        e->rel_resolve = e->rel_ran = false;
+        e->rel_msg[0] = '\0';
+        e->rel = RSDI_EN_REL_READ;
+        e->done_taken = false;
+        (void)now_ms;
+        return RSD_OK;
+    }
+    if (!RSDI_EN_SERVE_LEASE) {
+        e->phase = RSDI_EN_DONE;
+        e->done_taken = false;
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s is an rsd-serve lease, and this build has none "
+                     "(RSD_NO_SERVE_LEASE)", lease_id);
+        return RSD_ERR_ARG;
+    }
+    for (p = lease_id + sizeof pre - 1; *p >= '0' && *p <= '9' && id <= 0xFFFFFFFFu; p++)
+        id = id * 10 + (uint64_t)(*p - '0');
+    memset(&one, 0, sizeof one);
+    if (q) one = *q;
+    one.model = NULL;
+    one.free_bytes = 1; /* begin's checks and resets, as for the lease's take */
+    one.runtime = RSD_RUNTIME_AUTO;
+    if (*p || !id || id > 0xFFFFFFFFu || !q || !q->url || e->only_kind == RSD_RUNTIME_LMSTUDIO ||
+        e->only_kind == RSD_RUNTIME_OLLAMA) {
+        e->phase = RSDI_EN_DONE;
+        e->ls_used = false;
+        e->done_taken = false;
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s needs a valid id and the rsd-serve URL (q->url)",
+                     lease_id);
+        return RSD_ERR_ARG;
+    }
+    if ((rc = rsd_ensurer_begin(e, &one, now_ms)) < 0) return rc;
+    e->free_bytes = e->ls_requested = 0;
+    e->ls = RSDI_EN_LS_DROP;
+    e->ls_id = id;
+    (void)rsdi_cpy(e->lease_id, sizeof e->lease_id, lease_id);
+    return RSD_OK;
+}
+
+/* The release ends: its code (the first failed ensure's, else RSD_OK). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+RSDI_PRIVATE int rsdi_en_rel_end(rsd_ensurer *e, int final, const char *fmt, ...) {
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        (void)vsnprintf(e->rel_msg, sizeof e->rel_msg, fmt, ap);
+        va_end(ap);
+    }
+    if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
+    e->alk_active = false;
+    e->rel = RSDI_EN_REL_DONE;
+    e->rel_final = final;
+    return final;
+}
+
+/* A state-directory lease's release, one step: under the record's lock (taken without
+   blocking) read it and begin the ensure of its next model; step that ensure; take what
+   came back out of the record. What failed stays in it (rel_kept) for another release. */
+RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
+    static const char ext[] = ".lease";
+    int guard, r;
+    for (guard = 0; guard < 64; guard++) {
+        bool first = !e->rel_n && !e->rel_kept;
+        if (e->rel == RSDI_EN_REL_DONE) return e->rel_final;
+        if (e->rel == RSDI_EN_REL_RUN) {
+            rsd_ensure_result res;
+            r = rsdi_en_step_one(e, now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            rsd_ensurer_query(e, &res);
+            if (r == RSD_OK && res.outcome == RSD_OUTCOME_RESIDENT) {
+                e->rel = RSDI_EN_REL_DROP;
+                continue;
+            }
+            if (e->rel_err == RSD_OK) { /* its words outlive the ensures after it */
+                e->rel_err = r < 0 ? r : RSD_ERR_STATE;
+                e->rel_outcome = res.outcome;
+                e->rel_decision = res.decision;
+                e->rel_reason = res.reason;
+                (void)rsdi_cpy(e->rel_msg, sizeof e->rel_msg, res.message ? res.message : "");
+            }
+            e->rel_kept++;
+            e->rel = RSDI_EN_REL_READ;
+            continue;
+        }
+        if (!e->alk_active) { /* READ or DROP: the record's lock first */
+            r = rsd_state_attr_lock_begin(e->st, &e->alk, e->rel_key, now_ms, 0);
+            if (r < 0) {
+                if (e->rel == RSDI_EN_REL_READ)
+                    return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
+                                           e->rel_key + 6, rsd_result_str(r));
+                e->rel_n++; /* it came back but could not leave the record: go on past it */
+                e->rel_kept++;
+                e->rel = RSDI_EN_REL_READ;
+                continue;
+            }
+            e->alk_active = true;
+        }
+        r = rsdi_state_lock_code(e->st, &e->alk, now_ms);
+        if (r == RSD_PENDING) return RSD_PENDING;
+        if (r != RSD_OK) {
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
+            if (e->rel == RSDI_EN_REL_READ) {
+                r = r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+                return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
+                                       e->rel_key + 6, rsd_result_str(r));
+            }
+            e->rel_n++;
+            e->rel_kept++;
+            e->rel = RSDI_EN_REL_READ;
+            continue;
+        }
+        if (e->rel == RSDI_EN_REL_DROP) { /* the entry of the model that came back (e->model) leaves */
+            const rsd_attr_set *lease = rsdi_state_scratch(e->st);
+            char model[RSD_STATE_MAX_ID_BYTES + 1], at[RSD_STATE_MAX_ID_BYTES + 1];
+            rsd_attr_change gone;
+            size_t j;
+            r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
+            for (j = e->rel_kept; r > 0 && j < lease->count && strcmp(lease->items[j].model, e->model) != 0; j++) {
+            }
+            if (r > 0 && j < lease->count) {
+                (void)rsdi_cpy(model, sizeof model, lease->items[j].model); /* the update reads the record again */
+                (void)rsdi_cpy(at, sizeof at, lease->items[j].instance);
+                gone.model = model;
+                gone.instance = at;
+                gone.remove = true;
+                r = rsdi_record_update_locked(e->st, e->rel_key, ext, &gone, 1, 0, true);
+            } else {
+                r = 0;
+            }
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
+            e->rel_n++;
+            if (r <= 0) e->rel_kept++; /* it could not leave the record: go on past it */
+            e->rel = RSDI_EN_REL_READ;
+            continue;
+        }
+        { /* READ: the record, then its next model's ensure */
+            const rsd_attr_set *lease = rsdi_state_scratch(e->st);
+            rsd_ensure_req one;
+            char url[RSD_RECONCILE_URL_MAX], bearer[RSD_RECONCILE_BEARER_MAX], model[RSD_STATE_MAX_ID_BYTES + 1];
+            r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
+            if (first && r <= 0)
+                return rsdi_en_rel_end(e, r < 0 ? r : RSD_ERR_NOT_FOUND, "release: no lease %s here%s",
+                                       e->rel_key + 6, r < 0 ? " (its record could not be read)" : "");
+            if (r < 0 || lease->count <= e->rel_kept) return rsdi_en_rel_end(e, e->rel_err, NULL);
+            (void)rsdi_cpy(model, sizeof model, lease->items[e->rel_kept].model);
+            (void)rsdi_cpy(url, sizeof url, e->rel_url_given ? e->url : lease->items[e->rel_kept].instance);
+            (void)rsdi_cpy(bearer, sizeof bearer, e->bearer);
+            one = e->rel_q;
+            one.url = url;
+            one.model = model;
+            one.bearer = bearer[0] ? bearer : NULL;
+            one.free_bytes = 0;
+            if (e->rel_resolve) (void)rsd_ensurer_resolve_sync(e, url); /* the blocking rsd_ensurer_lease_return_sync only */
+            e->rel_ran = true;
+            e->rel = RSDI_EN_REL_RUN;
+            (void)rsdi_en_begin(e, &one, now_ms); /* an error ends that ensure at once: the RUN step reads it */
+        }
+    }
+    return RSD_PENDING;
+}
+
+RSD_API int rsd_ensurer_lease_return_sync(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                          rsd_ensure_result *out) {
+    int r;
+    if (out) memset(out, 0, sizeof *out);
+    if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
+    if (strncmp(lease_id, RSDI_EN_LS_PREFIX, sizeof RSDI_EN_LS_PREFIX - 1) != 0 && !e->st) return RSD_ERR_STATE;
+    if (q && q->url) (void)rsd_ensurer_resolve_sync(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    if ((r = rsd_ensurer_lease_return_begin(e, q, lease_id, rsd_now_ms())) < 0) {
+        if (out) rsd_ensurer_query(e, out);
+        return r;
+    }
+    e->rel_resolve = true; /* blocking anyway: each recorded URL's host name is resolved first */
+    r = rsdi_en_loop(e, out);
+    if (r < 0) return r;
+    {
+        rsd_ensure_result res;
+        rsd_ensurer_query(e, &res);
+        return res.restored;
+    }
+}
+/* ==== ensure end ========================================================== */
 
 /* ==== >>fleet ============================================================= */
 #ifndef RSD_NO_PROCESS

@@ -39,6 +39,34 @@ if command -v gcc >/dev/null 2>&1 && [ "$(uname -m)" = x86_64 ]; then
   else echo "stack: gcc -fstack-usage failed"; bad=1; fi
   rm -rf "$d"
 fi
+# Sections follow their dependencies: each header's manual (its "---- name:" parts), its
+# declarations ("/* ==== name") and its implementation ("/* ==== >>name") name them in the
+# order below (a name a part does not have is skipped).
+order_of() { # file, kind (manual | decl | impl): the section names in file order
+  case $2 in
+    manual) grep -oE '^   ---- [a-z][a-z _]*:' "$1" | sed -E 's/^   ---- //; s/:$//' ;;
+    decl) grep -oE '^/\* ==== [a-z][a-z _]* =' "$1" | sed -E 's/^\/\* ==== //; s/ =$//' | grep -v ' end$' ;;
+    impl) grep -oE '^/\* ==== >>[a-z_]+' "$1" | sed -E 's/^\/\* ==== >>//' ;;
+  esac | sed -E 's/^http //; s/ /_/g'
+}
+check_order() { # file, the names in dependency order
+  f=$1; shift
+  for kind in manual decl impl; do
+    got=$(order_of "$f" $kind | while read -r n; do
+      case " $* " in *" $n "*) echo "$n" ;; esac; done | tr '\n' ' ')
+    want=$(for n in "$@"; do order_of "$f" $kind | grep -qx "$n" && echo "$n"; done | tr '\n' ' ')
+    [ "$got" = "$want" ] || { echo "$f: $kind sections in the order '$got'; dependencies say '$want'"; bad=1; }
+  done
+}
+check_order residency.h results util alloc log types text json reconcile payload driver pool gguf
+check_order residency_http.h url httpparse net tls client server proc state etcd ensure fleet devmem gguf_file
+# The shell calls only the core's public API and the internals the core's manual lists
+# (INTERNALS THE SHELL SHARES).
+shared=$(awk '/^   INTERNALS THE SHELL SHARES/{f=1;next} f&&/^   [A-Z]/{exit} f' residency.h | grep -oE 'rsdi_[a-z0-9_]+' | sort -u)
+for f in $(grep -oE '\brsdi_[a-z0-9_]+\(' residency.h | tr -d '(' | sort -u); do
+  grep -qE "\b$f\(" residency_http.h || continue
+  echo "$shared" | grep -qx "$f" || { echo "residency_http.h calls the core's $f, which INTERNALS THE SHELL SHARES does not list"; bad=1; }
+done
 notag=$(grep -nE '^/\* ==== >>' $H | wc -l)
 [ $bad -eq 0 ] && echo "manual: $(tags $H | wc -l) grep tags, each once ($notag sections); no requirement ids"
 exit $bad
