@@ -37,7 +37,10 @@
                           token at most 0.3x the router's, the swap at most 1.2x the
                           plain one). make bench-kv-0p5b.
      kv 0p5b N swap       the same without the router: kv and plain only (their swaps,
-                          interleaved; one prefill in all). */
+                          interleaved; one prefill in all).
+     kv 0p5b 1 plain      plain alone, as the router runs: one conversation and one round
+                          (its turn after the swap back prefilled in full), for plain's
+                          time to first token beside the others' (two long prefills). */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 
@@ -278,7 +281,8 @@ int main(int argc, char **argv) {
     const char *const names[2] = {"kv-a", "kv-b"};
     listen_proc kv, plain;
     real_server router;
-    bool half = argc > 1 && !strcmp(argv[1], "0p5b"), no_router = half && argc > 3 && !strcmp(argv[3], "swap");
+    bool half = argc > 1 && !strcmp(argv[1], "0p5b"), plain_only = half && argc > 3 && !strcmp(argv[3], "plain");
+    bool no_router = plain_only || (half && argc > 3 && !strcmp(argv[3], "swap"));
     int rounds = argc > 1 + half ? atoi(argv[1 + half]) : half ? 3 : 7, r, i, failed = 0;
     if (rounds < 1 || rounds > MAX_ROUNDS) rounds = half ? 3 : 7;
     signal(SIGPIPE, SIG_IGN);
@@ -315,6 +319,14 @@ int main(int argc, char **argv) {
     printf("kv cache across a swap (llama-server %s, %s, -c 8192 -np 1 -t 1; %d rounds%s):\n", g_bin,
            half ? "two 0.5B-shaped q8_0 models" : "tiny models", rounds, !half ? "" : no_router ? " on kv and plain, no router" : " on kv and plain, 1 on the router");
     fflush(stdout);
+    if (plain_only) {
+        if (!conv_first(plain.port, &fp) || !conv_round(plain.port, &fp)) printf("  plain round failed (%s)\n", g_body);
+        else print_round("plain", &fp, fp.n - 1);
+        (void)listen_proc_stop(&kv);
+        (void)listen_proc_stop(&plain);
+        real_rmdir(g_dir);
+        return fp.n ? 0 : 1;
+    }
     if (half) { /* the router beside (its re-prefill takes minutes), kv then plain here */
         int fds[2];
         pid_t pid;
