@@ -30,7 +30,8 @@
                                  manual)
        RSD_NO_LMSTUDIO           no LM Studio payload parsers nor driver (rsd_lms_*
                                  but rsd_lms_tier_str): rsd_runtime_lmstudio() returns
-                                 NULL; detection still recognises an LM Studio server
+                                 NULL; detection still recognises an LM Studio server;
+                                 no load-first lifecycle (begin refuses RSD_RT_LOAD_FIRST)
        RSD_NO_GGUF               no GGUF reader, start estimate nor llama-server log
                                  reader (rsd_gguf_*, rsd_ggml_*, rsd_llama_log_*)
 
