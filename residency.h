@@ -30,7 +30,8 @@
                                  manual)
        RSD_NO_LMSTUDIO           no LM Studio payload parsers nor driver (rsd_lms_*
                                  but rsd_lms_tier_str): rsd_runtime_lmstudio() returns
-                                 NULL; detection still recognises an LM Studio server
+                                 NULL; detection still recognises an LM Studio server;
+                                 no load-first lifecycle (begin refuses RSD_RT_LOAD_FIRST)
        RSD_NO_GGUF               no GGUF reader, start estimate nor llama-server log
                                  reader (rsd_gguf_*, rsd_ggml_*, rsd_llama_log_*)
 
@@ -1383,14 +1384,15 @@
        runtime needs of it, kept current by the machine. It reads c->root,
        c->keep, c->target_id, c->ours[0 .. c->n_ours) (the attribution),
        c->context_length (desc.context_length), c->op_instance, c->op_evicted,
-       c->stage, c->toks + c->max_tokens; it writes c->url
+       c->toks + c->max_tokens; it writes c->url
        (RSD_RECONCILE_URL_MAX bytes), c->body (RSD_RECONCILE_BODY_MAX),
-       c->made_instance (RSD_MODEL_ID_MAX) and c->data (RSD_RECONCILE_RT_DATA
+       c->made_instance (RSD_MODEL_ID_MAX), c->why (RSD_RECONCILE_TEXT_MAX: a
+       load-first hook's reason) and c->data (RSD_RECONCILE_RT_DATA
        bytes of scratch, 8-aligned, zeroed by begin); c->r is the reconcile
        for the calls below. Accessors give the rest: rsd_reconcile_plan(c->r)
        (the last decision: load_context, fallback, ...) and
        rsd_reconcile_facts(c->r) (what the next rsd_reconcile_decide reads).
-       Hooks of the router order:
+       Hooks of every runtime:
            request(c, op, model, out)   build the request: write the URL into
                c->url (rsd_reconcile_set_url(c->r, path) appends a path to the
                root), the body into c->body (rsd_reconcile_model_body writes
@@ -1428,17 +1430,37 @@
                (0 = the machine's); root(base_url, out, cap): its root URL rule
                (NULL = drop trailing '/' and one "/v1"); a runtime with it is
                keyed by its root.
-       A runtime with its own order sets start, answer and locked: start(c,
-       now) issues the first request after a cache miss; every request it
-       issues with rsd_reconcile_http(c->r, stage, op, model, restoring, now)
-       (built by its request hook) is answered to answer(c, transport, status,
-       body, len, now) with c->stage = stage; locked(c, held, unchanged, now)
-       follows lock_done (unchanged = held and nothing changed since begin). It
-       uses the machine's lifecycle: rsd_reconcile_add_notice, rsd_reconcile_
-       decide (rsd_reconcile_facts filled by the hook; the plan's notices),
-       rsd_reconcile_lock, rsd_reconcile_evicted and rsd_reconcile_attr (what
-       left, what is ours), rsd_reconcile_load_failed (LOAD_FAILED, notice, the
-       restore loop) and rsd_reconcile_finish (COMMIT, UNLOCK, cache, DONE). LM
+       There is one lifecycle. A load-first runtime (RSD_RT_LOAD_FIRST, LM
+       Studio) keeps its own catalog and changes where the lifecycle frees
+       room: it loads the keep before anything is freed, and frees room only
+       when that load fails. Its four hooks replace parse_list and list_end:
+           catalog(c, first, status, body, len)  read a 2xx listing into the
+               runtime's catalog: RSD_OK, > 0 = list again (first: the first
+               listing, whose API tier falls back; the request hook names the
+               next tier), < 0 = not read (c->why says why: DEGRADED). A
+               transport error on the first listing degrades at once.
+           gate(c, under_lock)  after the first listing and after the one
+               under the lock: resolve the request and decide (rsd_reconcile_
+               decide on rsd_reconcile_facts it fills). 1 = the reconcile ends
+               here (not served, an instance already loaded, no explicit load,
+               nothing to load: the hook set the result); 0 = load the keep
+               (taking the lock first when desc.lock; with the lock held and
+               nothing changed since begin the load follows at once, else
+               LIST again and gate(c, true)); < 0 = DEGRADED (c->why).
+           adopt(c)  after a failed load the lifecycle lists again (catalog,
+               first false); true = an instance the load made landed after the
+               load gave up: adopted (attributed, RESIDENT).
+           free_room(c)  else: the next candidate's owned instances to
+               unload (how many; 0 = none left). The lifecycle unloads them
+               one request each (model = the instance id), records each
+               (rsd_reconcile_evicted, rsd_reconcile_attr) and loads again;
+               with no candidate left a first failed load is retried once as
+               is; then LOAD_FAILED and the restore loop. The deadline passing
+               before any load was sent is DEGRADED instead.
+       load_answer classifies the answers of both the loads and the unloads
+       (ACCEPTED = done). The hooks use rsd_reconcile_add_notice and
+       rsd_reconcile_decide; any hook may also record an eviction
+       (rsd_reconcile_evicted) or an attribution (rsd_reconcile_attr). LM
        Studio is built this way. Flags: RSD_RT_CATALOG (listing names
        every servable model: enables the loadability gate), RSD_RT_LOAD (explicit load;
        without it the reconcile ends RESIDENT after the unloads and the request
@@ -1448,8 +1470,8 @@
        (step 9's wait after an unload), RSD_RT_PROBE_RETRY (step 2's retry of
        timed-out probes), RSD_RT_INSTANCES (models run as instances with their
        own ids: each unloaded instance leaves the attribution, a restore makes
-       a new one). The router has the first six; Ollama LOAD | WAIT; LM Studio
-       LOAD | INSTANCES.
+       a new one), RSD_RT_LOAD_FIRST (above). The router has the first six;
+       Ollama LOAD | WAIT; LM Studio LOAD | INSTANCES | LOAD_FIRST.
        int rsd_reconcile_target_key(rt, base_url, out, cap)
            The key begin uses when desc.target_key is NULL (for a host that
            needs it before begin: generation, attribution).
@@ -1567,9 +1589,11 @@
          The listing comes from rsd_ollama_ps_listing (payload section).
 
      LM Studio
-       The LM Studio runtime for rsd_reconcile (strategy JIT), a runtime with
-       its own order: it detects the API tier, resolves which wire id a
-       request uses, loads with an exact body and only then, on failure, frees room.
+       The LM Studio runtime for rsd_reconcile (strategy JIT), a load-first
+       runtime (RSD_RT_LOAD_FIRST) of the one lifecycle: its hooks detect the
+       API tier, resolve which wire id a request uses (and end early), and
+       adopt or free room, candidate by candidate, only after a load with an
+       exact body fails.
 
            rsd_reconcile *r = ...;        (footprint bytes, rsd_reconcile_init once)
            rsd_reconcile_desc d; memset(&d, 0, sizeof d);
@@ -3599,8 +3623,8 @@ typedef struct rsd_reconcile rsd_reconcile;
 /* What a runtime hook sees of its reconcile, kept current by the machine for each hook
    call. A hook writes only url, body, made_instance and data. */
 typedef struct rsd_runtime_ctx {
-    rsd_reconcile *r;                 /* for rsd_reconcile_set_url, _model_body, _http_fill and the
-                                         lifecycle calls of a runtime with its own order */
+    rsd_reconcile *r;                 /* for rsd_reconcile_set_url, _model_body, _http_fill, _decide,
+                                         _add_notice, _evicted and _attr */
     const char *root;                 /* the target's root URL (base URL without trailing '/' and one
                                          "/v1", or the runtime's root hook's) */
     const char *keep;                 /* the model to make resident ("" when freeing bytes) */
@@ -3611,20 +3635,20 @@ typedef struct rsd_runtime_ctx {
                                          LOAD of the keep is rsd_reconcile_plan(c->r)->load_context */
     const char *op_instance;          /* request of an UNLOAD: the victim's listed instance id, or "" */
     const rsd_evicted *op_evicted;    /* request of a restoring LOAD: the entry it brings back, or NULL */
-    int stage;                        /* own order: the stage of the step answered (-1 = none) */
     char *url;                        /* the request's URL, RSD_RECONCILE_URL_MAX bytes */
     char *body;                       /* the request's body, RSD_RECONCILE_BODY_MAX bytes */
     char *made_instance;              /* load_answer: the instance id a load made, RSD_MODEL_ID_MAX bytes */
     rsd_json_tok *toks;               /* tokens to parse an answer (its top level and one entry) */
     uint32_t max_tokens;
     void *data;                       /* RSD_RECONCILE_RT_DATA bytes of scratch, 8-aligned, zeroed by begin */
+    char *why;                        /* a load-first hook's reason when it returns < 0,
+                                         RSD_RECONCILE_TEXT_MAX bytes */
 } rsd_runtime_ctx;
 
-/* A runtime adapter: hooks the machine calls, plus flags and defaults. The first four
-   serve the router order (list, capacity, decide, unload, load, wait); a runtime with
-   its own order (LM Studio: load first, free room on failure) sets start, answer and
-   locked and drives the machine's lifecycle functions (rsd_reconcile_http, _notice,
-   _lock, _finish, _load_failed). Every hook gets the rsd_runtime_ctx. */
+/* A runtime adapter: hooks the one lifecycle calls, plus flags and defaults. The first
+   four serve every runtime (list, capacity, decide, unload, load, wait); a load-first
+   runtime (RSD_RT_LOAD_FIRST, LM Studio) adds the four hooks at the end. Every hook gets
+   the rsd_runtime_ctx. */
 typedef struct rsd_runtime {
     const char *name;         /* key prefix and default runtime_id, e.g. "llamacpp" */
     const char *label;        /* for messages, e.g. "llama.cpp router" */
@@ -3644,19 +3668,27 @@ typedef struct rsd_runtime {
     /* Root URL from the configured base URL (RSD_OK or <0); NULL = drop trailing '/'
        and one "/v1". A runtime with this hook keys its target by the root. */
     int (*root)(const char *base_url, char *out, size_t cap);
-    /* Own order (all three or none): start issues the first step after a cache miss;
-       answer takes every HTTP answer of a step issued with a stage >= 0;
-       locked follows lock_done (unchanged: held and nothing changed since begin). */
-    void (*start)(rsd_runtime_ctx *c, uint64_t now_ms);
-    void (*answer)(rsd_runtime_ctx *c, int transport, int status, const char *body, size_t len,
-                   uint64_t now_ms);
-    void (*locked)(rsd_runtime_ctx *c, bool held, bool unchanged, uint64_t now_ms);
     /* A 2xx listing read as it arrives, in place of parse_list (both or neither):
        list_entry takes each entry of a top-level list (key raw, as rsd_json_split gives
        it; el NULL when that list begins), list_end the splitter's verdict (rc < 0) and
        the kept top level, and returns as parse_list. */
     void (*list_entry)(rsd_runtime_ctx *c, rsd_listing *out, rsd_str key, const rsd_json_doc *el);
     int (*list_end)(rsd_runtime_ctx *c, rsd_listing *out, int rc, const rsd_json_doc *top);
+    /* Load first (RSD_RT_LOAD_FIRST; all four, in place of parse_list and list_end):
+       catalog reads a 2xx listing into the runtime's own catalog (first: the first
+       listing, whose API tier may fall back): RSD_OK, > 0 = list again (the request hook
+       names the next tier), < 0 = not read (c->why says why);
+       gate resolves the keep and decides after a listing (under_lock: the listing under
+       the lock): 0 = load the keep, 1 = the reconcile ends here (result set), < 0 =
+       degraded (c->why);
+       adopt, after a failed load's listing: true = an instance the load made landed
+       late and is adopted (the reconcile ends resident);
+       free_room names the next candidate's owned instances to unload, one by one: how
+       many (0 = no candidate left). */
+    int (*catalog)(rsd_runtime_ctx *c, bool first, int status, const char *body, size_t len);
+    int (*gate)(rsd_runtime_ctx *c, bool under_lock);
+    bool (*adopt)(rsd_runtime_ctx *c);
+    int (*free_room)(rsd_runtime_ctx *c);
 } rsd_runtime;
 
 /* Runtime flags. */
@@ -3667,7 +3699,9 @@ enum {
     RSD_RT_PINNED_PASS = 1u << 3, /* restore displaced protected models after a load */
     RSD_RT_UNLOAD_WAIT = 1u << 4, /* after an unload, poll until the victim is listed unloaded */
     RSD_RT_PROBE_RETRY = 1u << 5, /* a listing/props timeout is retried (doubled) within the deadline */
-    RSD_RT_INSTANCES = 1u << 6    /* models run as instances with their own ids (attribution by instance) */
+    RSD_RT_INSTANCES = 1u << 6,   /* models run as instances with their own ids (attribution by instance) */
+    RSD_RT_LOAD_FIRST = 1u << 7   /* load the keep first; free room (free_room's instances) only when
+                                     that load fails (the hooks catalog, gate, adopt, free_room) */
 };
 
 /* An instance this library owns on the target (persisted attribution). */
@@ -3830,10 +3864,6 @@ RSD_API int rsd_reconcile_set_url(rsd_reconcile *r, const char *path);
 RSD_API int rsd_reconcile_model_body(rsd_reconcile *r, const char *model);
 /* Fill a request: method, c->url, c->body[0..body_len) (body_len < 0: none), headers. */
 RSD_API void rsd_reconcile_http_fill(rsd_reconcile *r, rsd_step_http *h, const char *method, int body_len);
-/* Own order: issue an HTTP step (built by rt->request) whose answer goes to rt->answer
-   with c->stage = stage (>= 0); restoring = bounded by the restore budget. */
-RSD_API void rsd_reconcile_http(rsd_reconcile *r, int stage, rsd_http_op op, const char *model,
-                                bool restoring, uint64_t now_ms);
 /* Append a driver notice (formatted, escaped for a terminal; dropped and counted when full). */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 6, 7)))
@@ -3847,13 +3877,6 @@ RSD_API int rsd_reconcile_decide(rsd_reconcile *r, bool emit);
 RSD_API rsd_facts *rsd_reconcile_facts(rsd_reconcile *r);
 /* The plan of the last decide. */
 RSD_API const rsd_plan *rsd_reconcile_plan(const rsd_reconcile *r);
-/* Own order: issue the LOCK step (rt->locked follows lock_done). */
-RSD_API void rsd_reconcile_lock(rsd_reconcile *r);
-/* End: COMMIT when anything was mutated, UNLOCK when locked, cache, DONE. */
-RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms);
-/* The keep's load failed for good: LOAD_FAILED with err and msg, a notice, then the
-   evicted entries are loaded back (the restore loop) and the reconcile finishes. */
-RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms);
 /* Record an eviction (into result.evicted; attribution removal when it was owned); NULL
    when the list or the id arena is full. */
 RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
@@ -3866,7 +3889,7 @@ RSD_API void rsd_reconcile_attr(rsd_reconcile *r, bool add, const char *model, c
 RSD_API const rsd_runtime *rsd_runtime_ollama(void);
 /* lmstudio */
 /* Manual: "driver: LM Studio" in the doc block at the top of this file. */
-/* The LM Studio runtime adapter (strategy JIT; its own order: load first, free room on failure). */
+/* The LM Studio runtime adapter (strategy JIT; load first, free room on failure). */
 RSD_API const rsd_runtime *rsd_runtime_lmstudio(void);
 /* detect */
 /* Manual: "driver: detection" in the doc block at the top of this file. */
@@ -9260,7 +9283,6 @@ enum {
     RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
     RSDI_PH_UNLOCK,    /* UNLOCK step issued */
-    RSDI_PH_RUNTIME,   /* awaiting an answer for the runtime's own order (r->cx.stage) */
     RSDI_PH_BACKOFF    /* sleeping until wake after a transient load refusal, then the load again */
 };
 
@@ -9343,7 +9365,7 @@ struct rsd_reconcile {
     const char **last_id;             /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (as above) */
     uint64_t last_ms[RSD_RECONCILE_MAX_OURS]; /* desc.last_used figures */
     int n_last;
-    /* machine (cx.stage: the runtime's stage of the outstanding step, -1 none) */
+    /* machine */
     int phase, after_wait;
     bool shown, locked;
     bool cap_known;                   /* desc.capacity_known: no capacity request */
@@ -9369,7 +9391,6 @@ struct rsd_reconcile {
     char body[RSD_RECONCILE_BODY_MAX];
     /* a run's state, zeroed by begin in one piece (posted to rt_data) */
     bool posted;
-    bool stage_restoring;             /* the outstanding step is bounded by the restore budget */
     bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
     bool notices_held;                /* the plan's notices wait for the decision under the lock */
     bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
@@ -9688,7 +9709,7 @@ RSD_API const rsd_runtime *rsd_runtime_router(void) {
         "llamacpp", "llama.cpp router", RSD_STRATEGY_ROUTER,
         RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT | RSD_RT_PINNED_PASS | RSD_RT_UNLOAD_WAIT | RSD_RT_PROBE_RETRY,
         rsdi_router_request, NULL, rsdi_router_parse_cap, rsdi_router_load_answer,
-        0, 0, 0, NULL, NULL, NULL, NULL, rsdi_router_rt_entry, rsdi_router_rt_end};
+        0, 0, 0, NULL, rsdi_router_rt_entry, rsdi_router_rt_end, NULL, NULL, NULL, NULL};
     return &rt;
 }
 
@@ -9822,7 +9843,7 @@ RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
     }
 }
 
-RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms) {
+RSDI_PRIVATE void rsdi_rc_finish(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_attr_remove(r);
     if (r->result.mutated) {
         r->phase = RSDI_PH_COMMIT;
@@ -9854,7 +9875,7 @@ RSDI_PRIVATE void rsdi_rc_degrade(rsd_reconcile *r, int err, uint64_t now_ms, co
                        "residency only observes '%s' this time: %s", r->target_id, r->result.message);
     rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s: %s", r->key,
               r->result.message);
-    rsd_reconcile_finish(r, now_ms);
+    rsdi_rc_finish(r, now_ms);
 }
 
 /* "GET <url>: HTTP 503" or "GET <url>: timed out" into buf. */
@@ -10034,6 +10055,7 @@ RSDI_PRIVATE bool rsdi_rc_plan_changed(rsd_reconcile *r, rsd_decision d, rsd_rea
 }
 
 RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay);
+RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms);
 RSDI_PRIVATE void rsdi_rc_backoff_done(rsd_reconcile *r, uint64_t now_ms);
 
 RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uint64_t now_ms) {
@@ -10079,8 +10101,77 @@ RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
         rsd_reconcile_attr(r, true, r->keep, r->keep_instance);
     }
     rsdi_rc_context_check(r);
-    rsd_reconcile_finish(r, now_ms);
+    rsdi_rc_finish(r, now_ms);
 }
+
+#if !defined(RSD_NO_LMSTUDIO)
+/* ---- load first (RSD_RT_LOAD_FIRST) ---- */
+/* The keep is loaded before anything is freed. A failed load lists again (LIMIT): an
+   instance that landed late is adopted, else the next candidate's owned instances are
+   unloaded one by one (UNLOAD) and the keep loaded again, else one plain load is tried
+   again, else LOAD_FAILED. Listings go to rt->catalog, the decision to rt->gate.
+   Compiled out with RSD_NO_LMSTUDIO (begin then refuses the flag). */
+
+/* "POST <url>: timed out", the server's message, or "HTTP <status>". */
+RSDI_PRIVATE void rsdi_lf_why(rsd_reconcile *r, int transport, int status, const rsd_server_error *e,
+                              char *buf, size_t cap) {
+    if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %.300s: %s", r->step.http.method, r->url, rsd_result_str(transport));
+    else if (e && e->present && e->message[0]) (void)RSD_SNPRINTF(buf, cap, "%s", e->message);
+    else (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
+}
+
+/* Observe only: the target could not be read (an id that did not fit is why, whatever msg). */
+RSDI_PRIVATE void rsdi_lf_degrade(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+    char full[160];
+    if (r->ids_full) {
+        (void)RSD_SNPRINTF(full, sizeof full, RSDI_IDS_FULL_FMT, (unsigned long)r->ids_cap);
+        msg = full;
+        err = RSD_ERR_TOO_LARGE;
+    }
+    r->result.outcome = RSD_OUTCOME_DEGRADED;
+    r->result.error = err < 0 ? err : RSD_ERR_PAYLOAD;
+    if (r->result.decision == RSD_DECISION_NONE) r->result.decision = RSD_DECISION_OBSERVE;
+    rsdi_cpy(r->result.message, sizeof r->result.message, msg);
+    rsd_reconcile_add_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
+                             "%s target '%s' could not be read (%s); observing only, nothing changed.", r->rt->label,
+                             r->target_id, msg);
+    rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", msg);
+    rsdi_rc_finish(r, now_ms);
+}
+
+/* Remember (model, inst) as owned for the rest of this reconcile. */
+RSDI_PRIVATE void rsdi_lf_own(rsd_reconcile *r, const char *model, const char *inst) {
+    rsd_lms_machine *m = r->lms;
+    const char *mk, *in;
+    if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
+    if (!(mk = rsdi_rc_idc(r, model)) || !(in = rsdi_rc_idc(r, inst))) return;
+    m->owned_model[m->n_owned] = mk;
+    m->owned_inst[m->n_owned++] = rsd_str_c(in);
+}
+
+RSDI_PRIVATE void rsdi_lf_disown(rsd_reconcile *r, const char *inst) {
+    rsd_lms_machine *m = r->lms;
+    int i;
+    for (i = 0; i < m->n_owned; i++)
+        if (strcmp(m->owned_inst[i].ptr, inst) == 0) {
+            m->n_owned--;
+            m->owned_inst[i] = m->owned_inst[m->n_owned];
+            m->owned_model[i] = m->owned_model[m->n_owned];
+            return;
+        }
+}
+
+/* Every load failed: the deadline passing before any was sent is DEGRADED (nothing was
+   tried nor changed); else LOAD_FAILED and the restore loop. */
+RSDI_PRIVATE void rsdi_lf_load_failed(rsd_reconcile *r, uint64_t now_ms) {
+    if (r->load_attempts == 0 && !r->result.mutated && r->result.n_evicted == 0) {
+        rsdi_lf_degrade(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_TIMEOUT, r->fail_reason, now_ms);
+        return;
+    }
+    rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->keep);
+    rsdi_rc_load_failed(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED, r->fail_reason, now_ms);
+}
+#endif /* RSD_NO_LMSTUDIO */
 
 RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
     if (!(r->rt->flags & RSD_RT_LOAD) || r->keep_state == RSD_MODEL_LOADED ||
@@ -10093,12 +10184,25 @@ RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
         return;
     }
     if (now_ms >= r->deadline) {
-        rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed before the load", now_ms);
+#ifndef RSD_NO_LMSTUDIO
+        if (r->rt->flags & RSD_RT_LOAD_FIRST) {
+            r->fail_error = RSD_ERR_TIMEOUT;
+            rsdi_cpy(r->fail_reason, sizeof r->fail_reason, "the reconcile deadline passed before the load");
+            rsdi_lf_load_failed(r, now_ms);
+            return;
+        }
+#endif
+        rsdi_rc_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed before the load", now_ms);
         return;
     }
     r->load_attempts++;
     r->poll_fresh = false;
-    rsdi_rc_issue_http(r, RSDI_PH_LOAD, RSD_OP_LOAD, r->keep, now_ms);
+    if (!(r->rt->flags & RSD_RT_LOAD_FIRST)) {
+        rsdi_rc_issue_http(r, RSDI_PH_LOAD, RSD_OP_LOAD, r->keep, now_ms);
+        return;
+    }
+    r->result.load_attempts = (uint32_t)r->load_attempts;
+    rsdi_rc_issue_http(r, RSDI_PH_LOAD, RSD_OP_LOAD, r->result.model_key, now_ms);
 }
 
 /* A free reconcile's unloads are done: what they freed (the listed sizes of what went). */
@@ -10113,7 +10217,7 @@ RSDI_PRIVATE void rsdi_rc_freed(rsd_reconcile *r, uint64_t now_ms) {
         }
     r->result.outcome = r->result.n_evicted ? RSD_OUTCOME_FREED : RSD_OUTCOME_DECLINED;
     r->result.error = RSD_OK;
-    rsd_reconcile_finish(r, now_ms);
+    rsdi_rc_finish(r, now_ms);
 }
 
 RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
@@ -10123,7 +10227,7 @@ RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
                 rsdi_rc_freed(r, now_ms);
                 return;
             }
-            rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
+            rsdi_rc_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
             return;
         }
         rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, rsdi_rc_row(r, r->victims, r->vi), now_ms);
@@ -10155,7 +10259,7 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_next_unload(r, now_ms);
 }
 
-RSD_API void rsd_reconcile_lock(rsd_reconcile *r) {
+RSDI_PRIVATE void rsdi_rc_lock(rsd_reconcile *r) {
     r->phase = RSDI_PH_LOCK;
     r->locked = true;
     rsdi_rc_step(r, RSD_STEP_LOCK);
@@ -10165,7 +10269,7 @@ RSD_API void rsd_reconcile_lock(rsd_reconcile *r) {
 
 /* A plan that changes the server: take the lock first when one is wanted, else mutate. */
 RSDI_PRIVATE void rsdi_rc_lock_or_mutate(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
-    if (r->want_lock && !under_lock) rsd_reconcile_lock(r);
+    if (r->want_lock && !under_lock) rsdi_rc_lock(r);
     else rsdi_rc_mutate(r, now_ms);
 }
 
@@ -10174,12 +10278,12 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
     switch (r->plan.decision) {
     case RSD_DECISION_OBSERVE:
         r->result.outcome = RSD_OUTCOME_OBSERVED;
-        rsd_reconcile_finish(r, now_ms);
+        rsdi_rc_finish(r, now_ms);
         return;
     case RSD_DECISION_DECLINE:
         r->result.outcome = RSD_OUTCOME_DECLINED;
         if (r->n_notices > 0) rsdi_cpy(r->result.message, sizeof r->result.message, r->notices[r->n_notices - 1].text);
-        rsd_reconcile_finish(r, now_ms);
+        rsdi_rc_finish(r, now_ms);
         return;
     case RSD_DECISION_ALREADY_RESIDENT:
         if (r->keep_state == RSD_MODEL_LOADING && (r->rt->flags & RSD_RT_WAIT)) {
@@ -10192,7 +10296,7 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
         if (!r->plan.n_evict) { /* nothing this library loaded can go */
             r->result.outcome = RSD_OUTCOME_DECLINED;
             if (r->n_notices > 0) rsdi_cpy(r->result.message, sizeof r->result.message, r->notices[r->n_notices - 1].text);
-            rsd_reconcile_finish(r, now_ms);
+            rsdi_rc_finish(r, now_ms);
             return;
         }
         rsdi_rc_lock_or_mutate(r, under_lock, now_ms);
@@ -10315,7 +10419,7 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
                             e->restored ? RSD_DETAIL_RESTORED : RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
     }
     if (!r->keep_ok) {
-        rsd_reconcile_finish(r, now_ms);
+        rsdi_rc_finish(r, now_ms);
         return;
     }
     if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
@@ -10335,13 +10439,13 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
                            r->keep);
         rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
                            "loading '%s' on '%s' failed: %s", r->keep, r->target_id, r->result.message);
-        rsd_reconcile_finish(r, now_ms);
+        rsdi_rc_finish(r, now_ms);
         return;
     }
     rsdi_rc_success(r, now_ms);
 }
 
-RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
     r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
     r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
     rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
@@ -10366,7 +10470,7 @@ RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *ms
         rsdi_rc_next_restore(r, now_ms);
         return;
     }
-    rsd_reconcile_finish(r, now_ms);
+    rsdi_rc_finish(r, now_ms);
 }
 
 /* The protected pass: after the keep loaded, look at the listing that showed it loaded
@@ -10422,7 +10526,7 @@ RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg
         rsdi_rc_next_restore(r, now_ms);
         return;
     default:
-        rsd_reconcile_load_failed(r, err, msg, now_ms);
+        rsdi_rc_load_failed(r, err, msg, now_ms);
         return;
     }
 }
@@ -10448,8 +10552,7 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
 RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op, const char *model,
                                      uint64_t now_ms) {
     bool restoring = phase == RSDI_PH_RESTORE || phase == RSDI_PH_CHECK ||
-                     (phase == RSDI_PH_POLL && r->after_wait == RSDI_W_RESTORE) ||
-                     (phase == RSDI_PH_RUNTIME && r->stage_restoring);
+                     (phase == RSDI_PH_POLL && r->after_wait == RSDI_W_RESTORE);
     uint64_t left = rsdi_rc_left(restoring ? r->restore_deadline : r->deadline, now_ms), t;
     int rc;
     rsdi_rc_step(r, RSD_STEP_HTTP);
@@ -10459,12 +10562,11 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->ans_state = RSDI_ANS_WHOLE;
     r->cx.op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? rsdi_rc_row(r, r->victim_inst, r->vi) : "";
     r->cx.op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
-    if (phase != RSDI_PH_RUNTIME) r->cx.stage = -1;
     rc = r->rt->request(&r->cx, op, model, &r->step.http);
     if (rc < 0) { /* cannot even build it: nothing was sent */
         r->result.error = rc;
         rsdi_cpy(r->result.message, sizeof r->result.message, "cannot build the request URL");
-        if (r->result.mutated) rsd_reconcile_finish(r, now_ms);
+        if (r->result.mutated) rsdi_rc_finish(r, now_ms);
         else rsdi_rc_degrade(r, rc, now_ms, "cannot build the request URL");
         return;
     }
@@ -10475,13 +10577,6 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->step.http.timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
     r->phase = phase;
     r->result.requests++;
-}
-
-RSD_API void rsd_reconcile_http(rsd_reconcile *r, int stage, rsd_http_op op, const char *model,
-                                bool restoring, uint64_t now_ms) {
-    r->cx.stage = stage < 0 ? 0 : stage;
-    r->stage_restoring = restoring;
-    rsdi_rc_issue_http(r, RSDI_PH_RUNTIME, op, model, now_ms);
 }
 
 /* The root URL of base_url: the runtime's rule, or without trailing '/' and one "/v1". */
@@ -10587,11 +10682,16 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     if (!d || (!d->keep && !d->free_bytes) || !d->base_url) return RSD_ERR_ARG;
     rt = r->rt = d->runtime ? d->runtime : rsd_runtime_router();
     r->free_bytes = d->keep && d->keep[0] ? 0 : d->free_bytes;
-    if (r->free_bytes && rt->start) return RSD_ERR_ARG; /* a runtime with its own machine (LM Studio): not there */
-    if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->list_end && !rt->start) ||
-        !rt->list_entry != !rt->list_end ||
-        (rt->start && (!rt->answer || !rt->locked)))
+    if (rt->flags & RSD_RT_LOAD_FIRST) { /* its four hooks, the instances' state; never to free bytes */
+#ifdef RSD_NO_LMSTUDIO
+        return RSD_ERR_ARG; /* the load-first lifecycle is compiled out */
+#else
+        if (r->free_bytes || !r->lms || !rt->catalog || !rt->gate || !rt->adopt || !rt->free_room) return RSD_ERR_ARG;
+#endif
+    } else if (!rt->parse_list && !rt->list_end) {
         return RSD_ERR_ARG;
+    }
+    if (!rt->request || !rt->load_answer || !rt->name || !rt->list_entry != !rt->list_end) return RSD_ERR_ARG;
     for (i = 0; i < 5; i++) { /* each table's count in [0, its maximum], and its pointer set when > 0 */
         int n;
         const void *t;
@@ -10678,7 +10778,6 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     /* every flag and count false or 0, last_list NULL, keep_state and wait_state
        RSD_MODEL_UNKNOWN, the strings "", plan, facts and rt_data zeroed */
     memset(&r->posted, 0, (size_t)((char *)(&r->rt_data + 1) - (char *)&r->posted));
-    r->cx.stage = -1;
     r->snap.n = 0;
     r->poll.n = 0;
     r->cx.op_instance = "";
@@ -10827,10 +10926,10 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, size_t size, const rsd_reconcil
     r->cx.target_id = r->target_id;
     r->cx.ours = r->ours;
     r->cx.op_instance = "";
-    r->cx.stage = -1;
     r->cx.url = r->url;
     r->cx.body = r->body;
     r->cx.made_instance = r->made_instance;
+    r->cx.why = r->fail_reason; /* a load-first hook's reason; the load's, once one fails */
     r->cx.toks = r->toks;
     r->cx.max_tokens = r->max_tokens;
     r->cx.data = r->rt_data.bytes;
@@ -10947,8 +11046,10 @@ RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_rc_done(r, now_ms);
         return;
     }
-    if (r->rt->start) r->rt->start(&r->cx, now_ms); /* the runtime's own order */
-    else rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
+#ifndef RSD_NO_LMSTUDIO
+    if (r->rt->flags & RSD_RT_LOAD_FIRST) rsdi_lms_reset(r->lms->cat); /* its storage may hold a router's listings */
+#endif
+    rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
 }
 
 RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
@@ -11115,13 +11216,173 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
     return RSD_OK;
 }
 
+#if !defined(RSD_NO_LMSTUDIO)
+/* Load first: the answers (see above). */
+/* The gate's verdict after a listing: end, degrade, or load (first taking the lock when
+   one is wanted and not held). */
+RSDI_PRIVATE void rsdi_lf_gate(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
+    int rc = r->rt->gate(&r->cx, under_lock);
+    if (rc > 0) rsdi_rc_finish(r, now_ms);
+    else if (rc < 0) rsdi_lf_degrade(r, rc, r->cx.why, now_ms);
+    else if (r->want_lock && !under_lock) rsdi_rc_lock(r);
+    else rsdi_rc_do_load(r, now_ms);
+}
+
+/* The first listing: the catalog by API tier (the hook asks again while a tier is left). */
+RSDI_PRIVATE void rsdi_lf_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  uint64_t now_ms) {
+    int rc;
+    if (transport < 0) { /* a dead server costs one timeout, not one per tier */
+        rsdi_lf_why(r, transport, 0, NULL, r->cx.why, RSD_RECONCILE_TEXT_MAX);
+        rsdi_lf_degrade(r, transport, r->cx.why, now_ms);
+        return;
+    }
+    rc = r->rt->catalog(&r->cx, true, status, body, len);
+    if (rc > 0) rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
+    else if (rc < 0) rsdi_lf_degrade(r, rc, r->cx.why, now_ms);
+    else rsdi_lf_gate(r, false, now_ms);
+}
+
+/* The listing under the lock: decided again (an instance that appeared meanwhile is used). */
+RSDI_PRIVATE void rsdi_lf_on_relist(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    uint64_t now_ms) {
+    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
+    int rc = ok2xx ? r->rt->catalog(&r->cx, false, status, body, len) : RSD_ERR_HTTP_STATUS;
+    if (rc < 0) {
+        rsdi_lf_why(r, transport, status, NULL, r->cx.why, RSD_RECONCILE_TEXT_MAX);
+        rsdi_lf_degrade(r, transport < 0 ? transport : rc, r->cx.why, now_ms);
+        return;
+    }
+    rsdi_lf_gate(r, true, now_ms);
+}
+
+/* The lock's answer: load on the listing the decision was made on when nothing changed,
+   else list again under the lock. */
+RSDI_PRIVATE void rsdi_lf_locked(rsd_reconcile *r, bool held, bool unchanged, uint64_t now_ms) {
+    if (!held) {
+        rsd_reconcile_add_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "%s target '%s': proceeding without the cross-process lock.", r->rt->label,
+                                 r->target_id);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
+    }
+    if (r->ids_full) rsdi_lf_degrade(r, RSD_ERR_TOO_LARGE, "", now_ms); /* set_owned's did not fit */
+    else if (unchanged) rsdi_rc_do_load(r, now_ms);
+    else rsdi_rc_issue_http(r, RSDI_PH_RELIST, RSD_OP_LIST, "", now_ms);
+}
+
+/* The keep's load: loaded (the instance it made is ours), or list again (LIMIT). */
+RSDI_PRIVATE void rsdi_lf_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  uint64_t now_ms) {
+    rsd_lms_machine *m = r->lms;
+    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
+    rsd_load_answer a;
+    r->made_instance[0] = '\0';
+    a = transport == RSD_OK ? r->rt->load_answer(&r->cx, status, body, len) : RSD_LOAD_REJECTED;
+    if (a == RSD_LOAD_ACCEPTED) {
+        r->result.mutated = r->result.loaded = true;
+        r->result.state = RSD_LMS_INSTANCE;
+        rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance[0] ? r->made_instance : r->keep);
+        if (r->made_instance[0]) {
+            rsdi_lf_own(r, r->result.model_key, r->made_instance);
+            (void)rsdi_rc_made(r, r->result.model_key);
+        }
+        r->result.outcome = RSD_OUTCOME_RESIDENT;
+        r->result.error = RSD_OK;
+        rsdi_rc_finish(r, now_ms);
+        return;
+    }
+    rsdi_lf_why(r, transport, status, &m->reply.error, r->fail_reason, sizeof r->fail_reason);
+    r->fail_error = transport < 0 ? transport : ok2xx ? RSD_ERR_SERVER_ERROR : RSD_ERR_LOAD_REJECTED;
+    rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_WARNING, r->result.model_key,
+                             "loading '%s' on '%s' failed (%s); listing again before any retry.", r->result.model_key,
+                             r->target_id, r->fail_reason);
+    rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
+}
+
+/* The listing after a failed load (blind: no further mutation when it cannot be read):
+   adopt a late instance, else free the next candidate, else retry once, else fail. */
+RSDI_PRIVATE void rsdi_lf_on_limit(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   uint64_t now_ms) {
+    rsd_lms_machine *m = r->lms;
+    if (!(transport == RSD_OK && status >= 200 && status <= 299) || r->rt->catalog(&r->cx, false, status, body, len) < 0) {
+        rsdi_lf_load_failed(r, now_ms);
+        return;
+    }
+    if (r->ids_full) { /* the instances before the load are not all known: nothing can be told apart */
+        rsdi_lf_degrade(r, RSD_ERR_TOO_LARGE, "", now_ms);
+        return;
+    }
+    if (r->rt->adopt(&r->cx)) { /* our load landed after the client gave up: the instance is ours */
+        rsdi_lf_own(r, r->result.model_key, r->result.wire_id);
+        rsd_reconcile_attr(r, true, r->result.model_key, r->result.wire_id);
+        r->result.state = RSD_LMS_INSTANCE;
+        r->result.adopted = r->result.loaded = r->result.mutated = true;
+        r->result.outcome = RSD_OUTCOME_RESIDENT;
+        r->result.error = RSD_OK;
+        rsdi_rc_finish(r, now_ms);
+        return;
+    }
+    if (r->load_attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        if ((m->n_unload = r->rt->free_room(&r->cx)) > 0) {
+            m->ui = 0;
+            m->evict_mark = r->result.n_evicted;
+            rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[0], now_ms);
+            return;
+        }
+        if (!m->retried_plain && r->load_attempts == 1 && m->n_cand > 0) { /* retry once */
+            m->retried_plain = true;
+            rsdi_rc_do_load(r, now_ms);
+            return;
+        }
+    }
+    rsdi_lf_load_failed(r, now_ms);
+}
+
+/* One unload of an owned instance of the current candidate; then the next, then load
+   again (something was freed) or list again (nothing was: the next candidate). */
+RSDI_PRIVATE void rsdi_lf_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    uint64_t now_ms) {
+    rsd_lms_machine *m = r->lms;
+    const char *inst = m->unload_inst[m->ui], *cand = m->cand[m->ci];
+    char why[RSD_RECONCILE_TEXT_MAX];
+    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
+    rsd_evicted *e;
+    if (ok2xx && r->rt->load_answer(&r->cx, status, body, len) == RSD_LOAD_ACCEPTED) {
+        if ((e = rsd_reconcile_evicted(r, inst, cand, m->unload_ctx[m->ui])) != NULL)
+            rsd_reconcile_attr(r, false, e->model, e->id); /* the instance is gone; a restore makes a new one */
+        rsdi_lf_disown(r, inst);
+        r->result.mutated = true;
+        rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, cand,
+                                 "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, cand,
+                                 r->target_id, r->result.model_key);
+    } else {
+        if (transport == RSD_OK && !ok2xx) (void)r->rt->load_answer(&r->cx, status, body, len); /* its error */
+        rsdi_lf_why(r, transport, status, transport == RSD_OK ? &m->reply.error : NULL, why, sizeof why);
+        r->result.unload_failed = true;
+        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, cand,
+                                 "unloading instance '%s' of '%s' on '%s' failed: %s", inst, cand, r->target_id, why);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s: %s", inst, why);
+    }
+    if (++m->ui < m->n_unload) {
+        rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[m->ui], now_ms);
+        return;
+    }
+    m->ci++;
+    if (r->result.n_evicted > m->evict_mark) rsdi_rc_do_load(r, now_ms); /* freed something: retry */
+    else rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms); /* nothing freed: next candidate */
+}
+#endif /* RSD_NO_LMSTUDIO */
+
+
 RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
-    if (r->rt->locked) { /* the runtime's own order */
-        r->rt->locked(&r->cx, held, held && r->has_gen && generation == r->gen && !r->ours_changed, now_ms);
+#ifndef RSD_NO_LMSTUDIO
+    if (r->rt->flags & RSD_RT_LOAD_FIRST) {
+        rsdi_lf_locked(r, held, held && r->has_gen && generation == r->gen && !r->ours_changed, now_ms);
         return RSD_OK;
     }
+#endif
     if (!held) {
         rsd_reconcile_add_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                            "could not take the residency lock for '%s'; changing it without the lock",
@@ -11210,7 +11471,7 @@ RSDI_PRIVATE bool rsdi_rc_decide_or_degrade(rsd_reconcile *r, uint32_t max_overr
     if (rc < 0) {
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_RECONCILE_BAD_FACTS, RSDI_WHERE, "%s",
                   rsd_result_str(rc));
-        if (r->result.mutated) rsd_reconcile_load_failed(r, rc, rsd_result_str(rc), now_ms);
+        if (r->result.mutated) rsdi_rc_load_failed(r, rc, rsd_result_str(rc), now_ms);
         else rsdi_rc_degrade(r, rc, now_ms, "the listing cannot be decided on: %s", rsd_result_str(rc));
         return false;
     }
@@ -11226,6 +11487,12 @@ RSDI_PRIVATE void rsdi_rc_first_decide(rsd_reconcile *r, uint64_t now_ms) {
 /* The first listing: the capacity probe next, or the decision. */
 RSDI_PRIVATE void rsdi_rc_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                   bool ok, uint64_t now_ms) {
+#ifndef RSD_NO_LMSTUDIO
+    if (r->rt->flags & RSD_RT_LOAD_FIRST) {
+        rsdi_lf_on_list(r, transport, status, body, len, now_ms);
+        return;
+    }
+#endif
     (void)ok;
     if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
     if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
@@ -11248,6 +11515,12 @@ RSDI_PRIVATE void rsdi_rc_on_relist(rsd_reconcile *r, int transport, int status,
     rsd_reason w0 = r->plan.reason;
     bool relist = r->phase == RSDI_PH_RELIST;
     (void)ok;
+#ifndef RSD_NO_LMSTUDIO
+    if (r->rt->flags & RSD_RT_LOAD_FIRST) {
+        rsdi_lf_on_relist(r, transport, status, body, len, now_ms);
+        return;
+    }
+#endif
     if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
     if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) return;
     if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* the world moved while we waited */
@@ -11270,6 +11543,12 @@ RSDI_PRIVATE void rsdi_rc_on_relist(rsd_reconcile *r, int transport, int status,
 RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                     bool ok, uint64_t now_ms) {
     char what[RSD_RECONCILE_URL_MAX + 96];
+#ifndef RSD_NO_LMSTUDIO
+    if (r->rt->flags & RSD_RT_LOAD_FIRST) {
+        rsdi_lf_on_unload(r, transport, status, body, len, now_ms);
+        return;
+    }
+#endif
     if (ok) {
         (void)rsdi_rc_ev_add(r, rsdi_rc_row(r, r->victims, r->vi), r->vi, RSDI_PIN_HERE);
         r->result.mutated = true;
@@ -11313,7 +11592,7 @@ RSDI_PRIVATE void rsdi_rc_backoff_done(rsd_reconcile *r, uint64_t now_ms) {
     if (now_ms >= r->deadline) {
         (void)RSD_SNPRINTF(what, sizeof what, "the server still refused to load it at the deadline (%.400s)",
                            r->fail_reason);
-        rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, what, now_ms);
+        rsdi_rc_load_failed(r, RSD_ERR_TIMEOUT, what, now_ms);
         return;
     }
     r->busy_tries++;
@@ -11326,10 +11605,16 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
                                   bool ok, uint64_t now_ms) {
     rsd_load_answer a;
     char what[RSD_RECONCILE_URL_MAX + 96];
+#ifndef RSD_NO_LMSTUDIO
+    if (r->rt->flags & RSD_RT_LOAD_FIRST) {
+        rsdi_lf_on_load(r, transport, status, body, len, now_ms);
+        return;
+    }
+#endif
     (void)ok;
     if (transport < 0) {
         rsdi_rc_describe(r, transport, status, what, sizeof what);
-        rsd_reconcile_load_failed(r, transport, what, now_ms);
+        rsdi_rc_load_failed(r, transport, what, now_ms);
         return;
     }
     r->made_instance[0] = '\0';
@@ -11365,7 +11650,7 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         } else if (!strstr(what, "model limit reached")) {
             rsdi_cpy(what + strlen(what), sizeof what - strlen(what), " (model limit reached)");
         }
-        rsd_reconcile_load_failed(r, a == RSD_LOAD_LIMIT ? RSD_ERR_MODEL_LIMIT : RSD_ERR_LOAD_REJECTED, what, now_ms);
+        rsdi_rc_load_failed(r, a == RSD_LOAD_LIMIT ? RSD_ERR_MODEL_LIMIT : RSD_ERR_LOAD_REJECTED, what, now_ms);
     }
 }
 
@@ -11375,12 +11660,18 @@ RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, 
     int from = r->n_victims, i, n = 0, k;
     bool busy = false;
     char what[RSD_RECONCILE_URL_MAX + 96];
+#ifndef RSD_NO_LMSTUDIO
+    if (r->rt->flags & RSD_RT_LOAD_FIRST) {
+        rsdi_lf_on_limit(r, transport, status, body, len, now_ms);
+        return;
+    }
+#endif
     (void)transport;
     (void)status;
     (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
                        r->rt->label);
     if (!ok || rsdi_rc_parse_snap(r, body, len) < 0) {
-        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
         return;
     }
     r->last_list = &r->snap;
@@ -11411,7 +11702,7 @@ RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, 
         rsdi_rc_degrade(r, RSD_ERR_TOO_LARGE, now_ms, RSDI_IDS_FULL_FMT, (unsigned long)r->ids_cap);
     } else {
         rsdi_rc_emit_plan(r);
-        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
     }
 }
 
@@ -11513,7 +11804,7 @@ RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, 
         (void)rsdi_rc_mark_displaced(r);
     }
     if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
-    else rsd_reconcile_finish(r, now_ms);
+    else rsdi_rc_finish(r, now_ms);
 }
 
 /* ---- the answers' buffer ---- */
@@ -11523,15 +11814,14 @@ RSDI_PRIVATE bool rsdi_rc_ans_list(rsd_reconcile *r, rsd_listing **out) {
     *out = NULL;
     switch (r->phase) {
     case RSDI_PH_LIST: case RSDI_PH_RELIST: case RSDI_PH_DLLIST: case RSDI_PH_LIMIT:
+#ifndef RSD_NO_LMSTUDIO
+        if (r->lms && r->rt == rsd_runtime_lmstudio()) return true; /* LM Studio's catalog */
+#endif
         *out = &r->snap;
         return r->rt->list_end != NULL;
     case RSDI_PH_POLL: case RSDI_PH_CHECK:
         *out = &r->poll;
         return r->rt->list_end != NULL;
-#ifndef RSD_NO_LMSTUDIO
-    case RSDI_PH_RUNTIME:
-        return r->lms && r->rt == rsd_runtime_lmstudio() && r->step.http.op == RSD_OP_LIST;
-#endif
     default:
         return false;
     }
@@ -11640,10 +11930,6 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     else if (r->ans_state == RSDI_ANS_SPLIT) rsdi_rc_ans_cut(r); /* cut off after entries were read */
     body = r->ans;
     len = r->ans_state == RSDI_ANS_WHOLE ? r->ans_len : 0;
-    if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
-        r->rt->answer(&r->cx, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
-        return RSD_OK;
-    }
     if (transport > 0) transport = RSD_ERR_ARG;
     if (transport != RSD_ERR_TIMEOUT) r->probe_tries = 0;
     ok = transport == RSD_OK && status >= 200 && status <= 299;
@@ -11743,8 +12029,8 @@ RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_runtime_ctx *c, int sta
 RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
     static const rsd_runtime rt = {
         "ollama", "Ollama", RSD_STRATEGY_SCHEDULER, RSD_RT_LOAD | RSD_RT_WAIT,
-        rsdi_ollama_request, NULL, NULL, rsdi_ollama_load_answer, 0, 0, 0, NULL, NULL, NULL, NULL,
-        rsdi_ollama_rt_entry, rsdi_ollama_rt_list};
+        rsdi_ollama_request, NULL, NULL, rsdi_ollama_load_answer, 0, 0, 0, NULL,
+        rsdi_ollama_rt_entry, rsdi_ollama_rt_list, NULL, NULL, NULL, NULL};
     return &rt;
 }
 #else
@@ -11754,9 +12040,9 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void) { return NULL; }
 /* ---- driver:ollama end ---- */
 /* ---- >>driver:lmstudio ---- */
 #ifndef RSD_NO_LMSTUDIO
-/* LM Studio as a runtime of rsd_reconcile with its own order: the catalog by API tier,
-   the wire id resolved, the keep loaded first and room freed only when that fails. */
-enum { RSDI_LS_LIST = 0, RSDI_LS_RELIST, RSDI_LS_LOAD, RSDI_LS_AFTER, RSDI_LS_UNLOAD };
+/* LM Studio as a load-first runtime of rsd_reconcile (RSD_RT_LOAD_FIRST): the catalog by
+   API tier, the wire id resolved (an early end), the keep loaded first and room freed,
+   candidate by candidate, only when that fails. */
 
 RSDI_PRIVATE int rsdi_lms_root(const char *base_url, char *out, size_t cap) {
     int rc = rsd_root_url(rsd_str_c(base_url), out, cap - 64);
@@ -11786,15 +12072,18 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_runtime_ctx *c, rsd_http_op op, const char
     }
     if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && n < 0) return n;
     rsd_reconcile_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
-    return RSD_OK;
-}
+    return RSD_OK;}
 
-/* A 2xx that is not an error body is a load (an unreadable one too: loaded, id unknown);
-   the instance id it names goes to c->made_instance. */
+/* A 2xx that is not an error body is done (a load: an unreadable one too, loaded, id
+   unknown); the instance id it names goes to c->made_instance. Any other answer's
+   error is kept (reply.error) for the message. */
 RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_runtime_ctx *c, int status, const char *body, size_t len) {
     rsd_lms_machine *m = c->r->lms;
     int rc;
-    if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
+    if (status < 200 || status > 299) {
+        (void)rsd_server_error_parse(&m->reply.error, body, len, c->toks, c->max_tokens);
+        return RSD_LOAD_REJECTED;
+    }
     rc = rsd_lms_parse_reply(&m->reply, body, len, c->toks, c->max_tokens);
     if (rc == RSD_ERR_SERVER_ERROR) return RSD_LOAD_REJECTED;
     if (rc == RSD_OK && m->reply.instance_id.len > 0)
@@ -11802,64 +12091,30 @@ RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_runtime_ctx *c, int status
     return RSD_LOAD_ACCEPTED;
 }
 
-RSDI_PRIVATE void rsdi_lms_list(rsd_reconcile *r, int stage, uint64_t now_ms) {
-    rsd_reconcile_http(r, stage, RSD_OP_LIST, "", false, now_ms);
-}
-
-RSDI_PRIVATE void rsdi_lms_degrade(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
-    char full[160];
-    if (r->ids_full) { /* an id did not fit: that is why, whatever the caller saw */
-        (void)RSD_SNPRINTF(full, sizeof full, RSDI_IDS_FULL_FMT, (unsigned long)r->ids_cap);
-        msg = full;
-        err = RSD_ERR_TOO_LARGE;
+/* The catalog hook: a 2xx listing into r->lms->cat (first: by tier, v1, else v0, else
+   the OpenAI listing; later ones: the v1 catalog). A truncated one is never cached. */
+RSDI_PRIVATE int rsdi_lms_catalog(rsd_runtime_ctx *c, bool first, int status, const char *body, size_t len) {
+    rsd_reconcile *r = c->r;
+    rsd_lms_machine *m = r->lms;
+    rsd_lms_tier tier = first ? (rsd_lms_tier)m->tier_try : RSD_LMS_TIER_V1;
+    int rc = r->ans_state == RSDI_ANS_READ ? rsdi_lms_tier_read(m->cat, tier, r->ans_rc) /* read as it arrived */
+           : rsd_lms_catalog_from_response(m->cat, tier, status, body, len, r->toks, r->max_tokens);
+    r->no_cache = m->cat->truncated;
+    if (rc >= 0 || !first) {
+        if (rc >= 0 && first) r->result.tier = tier;
+        return rc < 0 ? rc : RSD_OK;
     }
-    r->result.outcome = RSD_OUTCOME_DEGRADED;
-    r->result.error = err < 0 ? err : RSD_ERR_PAYLOAD;
-    if (r->result.decision == RSD_DECISION_NONE) r->result.decision = RSD_DECISION_OBSERVE;
-    rsdi_cpy(r->result.message, sizeof r->result.message, msg);
-    rsd_reconcile_add_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
-                         "LM Studio target '%s' could not be read (%s); observing only, nothing changed.",
-                         r->target_id, msg);
-    rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", msg);
-    rsd_reconcile_finish(r, now_ms);
-}
-
-/* "POST <url>: timed out" or the server's message or "HTTP <status>". */
-RSDI_PRIVATE void rsdi_lms_why(rsd_reconcile *r, int transport, int status, const rsd_server_error *e,
-                               char *buf, size_t cap) {
-    if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %.300s: %s", r->step.http.method, r->url, rsd_result_str(transport));
-    else if (e && e->present && e->message[0]) (void)RSD_SNPRINTF(buf, cap, "%s", e->message);
-    else (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
-}
-
-/* Remember (model, inst) as owned for the rest of this reconcile. */
-RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *inst) {
-    rsd_lms_machine *m = r->lms;
-    const char *mk, *in;
-    if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
-    if (!(mk = rsdi_rc_idc(r, model)) || !(in = rsdi_rc_idc(r, inst))) return;
-    m->owned_model[m->n_owned] = mk;
-    m->owned_inst[m->n_owned++] = rsd_str_c(in);
-}
-
-RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
-    rsd_lms_machine *m = r->lms;
-    int i;
-    for (i = 0; i < m->n_owned; i++)
-        if (strcmp(m->owned_inst[i].ptr, inst) == 0) {
-            m->n_owned--;
-            m->owned_inst[i] = m->owned_inst[m->n_owned];
-            m->owned_model[i] = m->owned_model[m->n_owned];
-            return;
-        }
-}
-
-/* Parse a catalog answer into r->lms->cat; a truncated one is never cached. */
-RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
-    int rc = r->ans_state == RSDI_ANS_READ ? rsdi_lms_tier_read(r->lms->cat, tier, r->ans_rc) /* read as it arrived */
-           : rsd_lms_catalog_from_response(r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
-    r->no_cache = r->lms->cat->truncated;
-    return rc;
+    if (rc == RSD_ERR_AUTH) {
+        rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "LM Studio authentication required");
+        return rc;
+    }
+    if (!m->first_err[0] && m->cat->error.message[0]) rsdi_cpy(m->first_err, sizeof m->first_err, m->cat->error.message);
+    if (m->tier_try < RSD_LMS_TIER_OPENAI) {
+        m->tier_try++;
+        return 1;
+    }
+    rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, m->first_err[0] ? m->first_err : "LM Studio returned no recognized model catalog");
+    return RSD_ERR_PAYLOAD;
 }
 
 /* Resolve against the catalog (inside a feed); copies wire id, key, state. */
@@ -11923,88 +12178,6 @@ RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_reconcile *r) {
         if ((m->before[m->n_before] = rsdi_rc_id(r, m->cat->instances[i].id, RSD_MODEL_ID_MAX)) != NULL) m->n_before++;
 }
 
-/* Every load failed: the deadline passing before any was sent is DEGRADED (nothing was
-   tried nor changed); else LOAD_FAILED and the restore loop. */
-RSDI_PRIVATE void rsdi_lms_load_failed(rsd_reconcile *r, uint64_t now_ms) {
-    if (r->load_attempts == 0 && !r->result.mutated && r->result.n_evicted == 0) {
-        rsdi_lms_degrade(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_TIMEOUT, r->fail_reason, now_ms);
-        return;
-    }
-    rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->keep);
-    rsd_reconcile_load_failed(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED, r->fail_reason, now_ms);
-}
-
-RSDI_PRIVATE void rsdi_lms_do_load(rsd_reconcile *r, uint64_t now_ms) {
-    if (now_ms >= r->deadline) {
-        r->fail_error = RSD_ERR_TIMEOUT;
-        rsdi_cpy(r->fail_reason, sizeof r->fail_reason, "the reconcile deadline passed before the load");
-        rsdi_lms_load_failed(r, now_ms);
-        return;
-    }
-    r->load_attempts++;
-    r->result.load_attempts = (uint32_t)r->load_attempts;
-    rsd_reconcile_http(r, RSDI_LS_LOAD, RSD_OP_LOAD, r->result.model_key, false, now_ms);
-}
-
-/* After the listing that follows a failed load: adopt a late instance, else free the
-   next candidate, else retry once, else fail. */
-RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
-    rsd_lms_machine *m = r->lms;
-    bool own[RSD_LMS_MAX_INSTANCES];
-    int i, k;
-    if (r->ids_full) { /* the instances before the load are not all known: nothing can be told apart */
-        rsdi_lms_degrade(r, RSD_ERR_TOO_LARGE, "", now_ms);
-        return;
-    }
-    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat->index.next[i]) {
-        const rsd_lms_instance *in = &m->cat->instances[i];
-        bool seen = false;
-        for (k = 0; k < m->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, m->before[k]);
-        if (seen) continue;
-        /* our load landed after the client gave up: the instance is ours */
-        rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, in->id);
-        rsdi_lms_own(r, r->result.model_key, r->result.wire_id);
-        rsd_reconcile_attr(r, true, r->result.model_key, r->result.wire_id);
-        r->result.state = RSD_LMS_INSTANCE;
-        r->result.adopted = r->result.loaded = r->result.mutated = true;
-        r->result.outcome = RSD_OUTCOME_RESIDENT;
-        r->result.error = RSD_OK;
-        rsd_reconcile_finish(r, now_ms);
-        return;
-    }
-    if (r->load_attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
-        /* which listed instances are owned: one lookup per owned id */
-        memset(own, 0, sizeof own);
-        for (k = 0; k < m->n_owned; k++) {
-            rsd_str id = m->owned_inst[k];
-            uint32_t pos = rsdi_lms_hash(id), probes = 0;
-            while ((i = rsdi_lms_ix_inst(m->cat, &m->cat->index, id, &pos, &probes)) >= 0) own[i] = true;
-        }
-        for (; m->ci < m->n_cand; m->ci++) {
-            m->n_unload = 0;
-            for (i = rsdi_lms_first_of(r, m->cand[m->ci]); i >= 0 && m->n_unload < 16; i = m->cat->index.next[i]) {
-                const rsd_lms_instance *in = &m->cat->instances[i];
-                if (!own[i]) continue;
-                if (r->result.n_evicted + m->n_unload >= RSD_LMS_MAX_EVICT) break;
-                if (!(m->unload_inst[m->n_unload] = rsdi_rc_id(r, in->id, RSD_MODEL_ID_MAX))) break;
-                m->unload_ctx[m->n_unload++] = in->context_length;
-            }
-            if (m->n_unload > 0) {
-                m->ui = 0;
-                m->evict_mark = r->result.n_evicted;
-                rsd_reconcile_http(r, RSDI_LS_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[0], false, now_ms);
-                return;
-            }
-        }
-        if (!m->retried_plain && r->load_attempts == 1 && m->n_cand > 0) { /* retry once */
-            m->retried_plain = true;
-            rsdi_lms_do_load(r, now_ms);
-            return;
-        }
-    }
-    rsdi_lms_load_failed(r, now_ms);
-}
-
 /* The notices of a resolution: to a loaded instance, an LM Link peer. */
 RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_resolution *res) {
     char peers[RSD_RECONCILE_NOTICE_TEXT_MAX];
@@ -12027,8 +12200,8 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
                          "Link peer.", r->result.wire_id, peers);
 }
 
-/* the request names nothing the complete catalog serves. */
-RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r, uint64_t now_ms) {
+/* The request names nothing the complete catalog serves: DECLINED (the reconcile ends). */
+RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r) {
     const rsd_lms_catalog *c = r->lms->cat;
     char ids[RSD_RECONCILE_TEXT_MAX];
     size_t n = 0;
@@ -12048,226 +12221,112 @@ RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r, uint64_t now_ms) {
     r->result.decision = RSD_DECISION_DECLINE;
     r->result.reason = RSD_REASON_DECLINE_NOT_LOADABLE;
     rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, r->keep, "%s", r->result.message);
-    rsd_reconcile_finish(r, now_ms);
 }
 
 /* The catalog has an instance for the request: RESIDENT, nothing loaded (the first
-   catalog: keep_resident; the one under the lock: redecided). */
-RSDI_PRIVATE void rsdi_lms_has_instance(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
+   catalog: keep_resident; the one under the lock: redecided). The reconcile ends (1). */
+RSDI_PRIVATE int rsdi_lms_has_instance(rsd_reconcile *r, bool under_lock) {
     if (under_lock) r->result.redecided = true;
     else r->result.keep_resident = true;
     r->result.outcome = RSD_OUTCOME_RESIDENT;
     r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
     r->result.reason = RSD_REASON_KEEP_RESIDENT;
-    rsd_reconcile_finish(r, now_ms);
+    return 1;
 }
 
-/* First catalog in hand (inside its feed): resolve, exit early or decide. */
-RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
+/* The gate hook: resolve, end early (not served, an instance loaded, no explicit load)
+   or decide; 0 = load the keep (its instances before the load are remembered). */
+RSDI_PRIVATE int rsdi_lms_gate(rsd_runtime_ctx *c, bool under_lock) {
+    rsd_reconcile *r = c->r;
     rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
-    int rc;
+    int rc = 0;
+    if (under_lock) { /* an instance that appeared meanwhile is used */
+        if (res.state == RSD_LMS_INSTANCE) return rsdi_lms_has_instance(r, true);
+        if (res.state != RSD_LMS_JIT || (rc = rsdi_lms_decide(r, res.model, false)) < 0) {
+            rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the model changed under the lock");
+            return rc < 0 ? rc : RSD_ERR_NOT_SERVED;
+        }
+        r->result.redecided = true;
+        rsdi_lms_snapshot_keep(r);
+        return 0;
+    }
     rsdi_lms_resolution_notices(r, &res);
     if (res.state == RSD_LMS_UNKNOWN && !r->lms->cat->truncated) {
-        rsdi_lms_not_served(r, now_ms);
-        return;
+        rsdi_lms_not_served(r);
+        return 1;
     }
     r->result.error = RSD_OK;
-    if (res.state == RSD_LMS_INSTANCE) {
-        rsdi_lms_has_instance(r, false, now_ms);
-        return;
-    }
+    if (res.state == RSD_LMS_INSTANCE) return rsdi_lms_has_instance(r, false);
     if (r->lms->cat->truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
-        rsdi_lms_degrade(r, RSD_ERR_LISTING_TRUNCATED, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES", now_ms);
-        return;
+        rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES");
+        return RSD_ERR_LISTING_TRUNCATED;
     }
     r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use */
-    if (!r->lms->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
-        rsd_reconcile_finish(r, now_ms);
-        return;
-    }
+    if (!r->lms->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) return 1;
     if ((rc = rsdi_lms_decide(r, res.model, true)) < 0) {
-        rsdi_lms_degrade(r, rc, "the catalog cannot be decided on", now_ms);
-        return;
+        rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the catalog cannot be decided on");
+        return rc;
     }
     if (r->plan.decision != RSD_DECISION_LOAD && r->plan.decision != RSD_DECISION_LOAD_AFTER_EVICT) {
         if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) r->result.outcome = RSD_OUTCOME_RESIDENT;
-        rsd_reconcile_finish(r, now_ms); /* OBSERVE (never loads) */
-        return;
+        return 1; /* OBSERVE (never loads) */
     }
     rsdi_lms_snapshot_keep(r);
-    if (r->want_lock) rsd_reconcile_lock(r);
-    else rsdi_lms_do_load(r, now_ms);
+    return 0;
 }
 
-RSDI_PRIVATE void rsdi_lms_start(rsd_runtime_ctx *c, uint64_t now_ms) {
+/* The adopt hook: an instance of the keep that was not there before our load landed
+   after the client gave up; its id becomes the wire id. */
+RSDI_PRIVATE bool rsdi_lms_adopt(rsd_runtime_ctx *c) {
     rsd_reconcile *r = c->r;
-    rsdi_lms_reset(r->lms->cat); /* its storage may hold a router's listings since the last LM Studio run */
-    r->lms->tier_try = RSD_LMS_TIER_V1;
-    rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
-}
-
-RSDI_PRIVATE void rsdi_lms_locked(rsd_runtime_ctx *c, bool held, bool unchanged, uint64_t now_ms) {
-    rsd_reconcile *r = c->r;
-    if (!held) {
-        rsd_reconcile_add_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                             "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
-        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
-    }
-    if (r->ids_full) rsdi_lms_degrade(r, RSD_ERR_TOO_LARGE, "", now_ms); /* set_owned's did not fit */
-    else if (unchanged) rsdi_lms_do_load(r, now_ms);
-    else rsdi_lms_list(r, RSDI_LS_RELIST, now_ms);
-}
-
-/* The catalog by tier: v1, else v0, else the OpenAI listing. */
-RSDI_PRIVATE void rsdi_lms_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
-                                   uint64_t now_ms) {
     rsd_lms_machine *m = r->lms;
-    rsd_lms_tier tier = (rsd_lms_tier)m->tier_try;
-    char why[RSD_RECONCILE_TEXT_MAX];
-    int rc;
-    if (transport < 0) { /* a dead server costs one timeout, not three */
-        rsdi_lms_why(r, transport, 0, NULL, why, sizeof why);
-        rsdi_lms_degrade(r, transport, why, now_ms);
-        return;
+    int i, k;
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat->index.next[i]) {
+        const rsd_lms_instance *in = &m->cat->instances[i];
+        bool seen = false;
+        for (k = 0; k < m->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, m->before[k]);
+        if (seen) continue;
+        rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, in->id);
+        return true;
     }
-    rc = rsdi_lms_catalog(r, tier, status, body, len);
-    if (rc == RSD_ERR_AUTH) {
-        rsdi_lms_degrade(r, rc, "LM Studio authentication required", now_ms);
-        return;
+    return false;
+}
+
+/* The free_room hook: the owned listed instances of the next candidate (from cand[ci])
+   into unload_inst; how many, 0 when no candidate has one. */
+RSDI_PRIVATE int rsdi_lms_free_room(rsd_runtime_ctx *c) {
+    rsd_reconcile *r = c->r;
+    rsd_lms_machine *m = r->lms;
+    bool own[RSD_LMS_MAX_INSTANCES];
+    int i, k, n = 0;
+    /* which listed instances are owned: one lookup per owned id */
+    memset(own, 0, sizeof own);
+    for (k = 0; k < m->n_owned; k++) {
+        rsd_str id = m->owned_inst[k];
+        uint32_t pos = rsdi_lms_hash(id), probes = 0;
+        while ((i = rsdi_lms_ix_inst(m->cat, &m->cat->index, id, &pos, &probes)) >= 0) own[i] = true;
     }
-    if (rc < 0) {
-        if (!m->first_err[0] && m->cat->error.message[0]) rsdi_cpy(m->first_err, sizeof m->first_err, m->cat->error.message);
-        if (m->tier_try < RSD_LMS_TIER_OPENAI) {
-            m->tier_try++;
-            rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
-        } else {
-            rsdi_lms_degrade(r, RSD_ERR_PAYLOAD, m->first_err[0] ? m->first_err : "LM Studio returned no recognized model catalog",
-                             now_ms);
+    for (; m->ci < m->n_cand; m->ci++) {
+        n = 0;
+        for (i = rsdi_lms_first_of(r, m->cand[m->ci]); i >= 0 && n < 16; i = m->cat->index.next[i]) {
+            const rsd_lms_instance *in = &m->cat->instances[i];
+            if (!own[i]) continue;
+            if (r->result.n_evicted + n >= RSD_LMS_MAX_EVICT) break;
+            if (!(m->unload_inst[n] = rsdi_rc_id(r, in->id, RSD_MODEL_ID_MAX))) break;
+            m->unload_ctx[n++] = in->context_length;
         }
-        return;
+        if (n > 0) return n;
     }
-    r->result.tier = tier;
-    rsdi_lms_on_catalog(r, now_ms);
-}
-
-/* The v1 catalog under the lock: an instance that appeared meanwhile is used. */
-RSDI_PRIVATE void rsdi_lms_on_relist(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
-                                     uint64_t now_ms) {
-    char why[RSD_RECONCILE_TEXT_MAX];
-    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
-    rsd_lms_resolution res;
-    int rc = ok2xx ? rsdi_lms_catalog(r, RSD_LMS_TIER_V1, status, body, len) : RSD_ERR_HTTP_STATUS;
-    if (rc < 0) {
-        rsdi_lms_why(r, transport, status, NULL, why, sizeof why);
-        rsdi_lms_degrade(r, transport < 0 ? transport : rc, why, now_ms);
-        return;
-    }
-    res = rsdi_lms_resolve_cat(r);
-    if (res.state == RSD_LMS_INSTANCE) { /* loaded meanwhile: use it, load nothing */
-        rsdi_lms_has_instance(r, true, now_ms);
-        return;
-    }
-    if (res.state != RSD_LMS_JIT || (rc = rsdi_lms_decide(r, res.model, false)) < 0) {
-        rsdi_lms_degrade(r, rc < 0 ? rc : RSD_ERR_NOT_SERVED, "the model changed under the lock", now_ms);
-        return;
-    }
-    r->result.redecided = true;
-    rsdi_lms_snapshot_keep(r);
-    rsdi_lms_do_load(r, now_ms);
-}
-
-/* The keep's load: loaded (the instance it made is ours), or list again. */
-RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
-                                   uint64_t now_ms) {
-    rsd_lms_machine *m = r->lms;
-    char why[RSD_RECONCILE_TEXT_MAX];
-    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
-    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) : RSD_ERR_HTTP_STATUS;
-    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
-    if (rc == RSD_OK || (ok2xx && rc != RSD_ERR_SERVER_ERROR)) { /* an unreadable 2xx: loaded, id unknown */
-        r->result.mutated = r->result.loaded = true;
-        r->result.state = RSD_LMS_INSTANCE;
-        r->made_instance[0] = '\0';
-        if (rc == RSD_OK && m->reply.instance_id.len > 0)
-            rsdi_cpy_str(r->made_instance, sizeof r->made_instance, m->reply.instance_id);
-        rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance[0] ? r->made_instance : r->keep);
-        if (r->made_instance[0]) {
-            rsdi_lms_own(r, r->result.model_key, r->made_instance);
-            (void)rsdi_rc_made(r, r->result.model_key);
-        }
-        r->result.outcome = RSD_OUTCOME_RESIDENT;
-        r->result.error = RSD_OK;
-        rsd_reconcile_finish(r, now_ms);
-        return;
-    }
-    rsdi_lms_why(r, transport, status, &m->reply.error, why, sizeof why);
-    rsdi_cpy(r->fail_reason, sizeof r->fail_reason, why);
-    r->fail_error = transport < 0 ? transport : rc == RSD_ERR_SERVER_ERROR ? RSD_ERR_SERVER_ERROR : RSD_ERR_LOAD_REJECTED;
-    rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_WARNING, r->result.model_key,
-                         "loading '%s' on '%s' failed (%s); listing again before any retry.", r->result.model_key,
-                         r->target_id, why);
-    rsdi_lms_list(r, RSDI_LS_AFTER, now_ms);
-}
-
-/* One unload of an owned instance of the current candidate; then the next, then load again. */
-RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
-                                     uint64_t now_ms) {
-    rsd_lms_machine *m = r->lms;
-    const char *inst = m->unload_inst[m->ui], *cand = m->cand[m->ci];
-    char why[RSD_RECONCILE_TEXT_MAX];
-    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
-    rsd_evicted *e;
-    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) != RSD_ERR_SERVER_ERROR) {
-        if ((e = rsd_reconcile_evicted(r, inst, cand, m->unload_ctx[m->ui])) != NULL)
-            rsd_reconcile_attr(r, false, e->model, e->id); /* the instance is gone; a restore makes a new one */
-        rsdi_lms_disown(r, inst);
-        r->result.mutated = true;
-        rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, cand,
-                             "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, cand,
-                             r->target_id, r->result.model_key);
-    } else {
-        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
-        rsdi_lms_why(r, transport, status, transport == RSD_OK ? &m->reply.error : NULL, why, sizeof why);
-        r->result.unload_failed = true;
-        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, cand,
-                             "unloading instance '%s' of '%s' on '%s' failed: %s", inst, cand, r->target_id, why);
-        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s: %s", inst, why);
-    }
-    if (++m->ui < m->n_unload) {
-        rsd_reconcile_http(r, RSDI_LS_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[m->ui], false, now_ms);
-        return;
-    }
-    m->ci++;
-    if (r->result.n_evicted > m->evict_mark) rsdi_lms_do_load(r, now_ms); /* freed something: retry */
-    else rsdi_lms_list(r, RSDI_LS_AFTER, now_ms);                         /* nothing freed: next candidate */
-}
-
-RSDI_PRIVATE void rsdi_lms_answer(rsd_runtime_ctx *c, int transport, int status, const char *body, size_t len,
-                                  uint64_t now_ms) {
-    rsd_reconcile *r = c->r;
-    switch (c->stage) {
-    case RSDI_LS_LIST: rsdi_lms_on_list(r, transport, status, body, len, now_ms); return;
-    case RSDI_LS_RELIST: rsdi_lms_on_relist(r, transport, status, body, len, now_ms); return;
-    case RSDI_LS_LOAD: rsdi_lms_on_load(r, transport, status, body, len, now_ms); return;
-    case RSDI_LS_AFTER: /* the listing after a failed load; blind: no further mutation */
-        if (transport == RSD_OK && status >= 200 && status <= 299 &&
-            rsdi_lms_catalog(r, RSD_LMS_TIER_V1, status, body, len) >= 0)
-            rsdi_lms_after_failure(r, now_ms);
-        else
-            rsdi_lms_load_failed(r, now_ms);
-        return;
-    case RSDI_LS_UNLOAD: rsdi_lms_on_unload(r, transport, status, body, len, now_ms); return;
-    default: return;
-    }
+    return 0;
 }
 
 RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
     static const rsd_runtime rt = {
-        "lmstudio", "LM Studio", RSD_STRATEGY_JIT, RSD_RT_LOAD | RSD_RT_INSTANCES,
+        "lmstudio", "LM Studio", RSD_STRATEGY_JIT, RSD_RT_LOAD | RSD_RT_INSTANCES | RSD_RT_LOAD_FIRST,
         rsdi_lms_request, NULL, NULL, rsdi_lms_load_answer,
         RSD_LMS_DEADLINE_MS, RSD_LMS_PROBE_TIMEOUT_MS, RSD_LMS_RESTORE_MS, rsdi_lms_root,
-        rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked, NULL, NULL};
+        NULL, NULL, rsdi_lms_catalog, rsdi_lms_gate, rsdi_lms_adopt, rsdi_lms_free_room};
     return &rt;
 }
 #else

@@ -73,8 +73,8 @@ static const rsd_runtime tinyserve = {
     "tinyserve", "tinyserve", RSD_STRATEGY_ROUTER, RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT,
     ts_request, ts_parse_list, NULL, ts_load_answer,
     0, 0, 0, NULL,     /* the machine's timeouts; the default root rule */
-    NULL, NULL, NULL,  /* the router order: list, decide, unload, load, wait */
-    NULL, NULL};       /* no list_entry/list_end: a listing is kept whole (max_body_bytes) for ts_parse_list */
+    NULL, NULL,        /* no list_entry/list_end: a listing is kept whole (max_body_bytes) for ts_parse_list */
+    NULL, NULL, NULL, NULL}; /* not load-first: list, decide, unload, load, wait */
 
 /* ---- a simulated tinyserve: a, b, c known; a and b running ------------------------- */
 static bool g_running[3] = {true, true, false};
