@@ -749,6 +749,19 @@ static void test_begin_rejects_bad_desc(void) {
     desc_init(&d, "m");
     d.base_url = "http://h/?x";
     CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_URL);
+    { /* a load-first runtime without one of its four hooks, and the flag on a router */
+        rsd_runtime rt = *rsd_runtime_lmstudio();
+        desc_init(&d, "m");
+        rt.gate = NULL;
+        d.runtime = &rt;
+        CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_ARG);
+        rt = *rsd_runtime_lmstudio();
+        rt.free_room = NULL;
+        CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_ARG);
+        rt = *rsd_runtime_router();
+        rt.flags |= RSD_RT_LOAD_FIRST;
+        CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_ERR_ARG);
+    }
     desc_init(&d, "m");
     CHECK_EQ_INT(rsd_reconcile_begin(R, &d, 0), RSD_OK);
     CHECK_EQ_STR(rsd_reconcile_key(R), "lmstudio|http://dynamo:1234");
