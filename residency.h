@@ -1784,7 +1784,7 @@
            READY, from the child's log or nvidia-smi). Shrinking it
            may admit waiters at once.
        rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM
-       rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_set_pid(pool, proc, pid)              shown in rsd_pool_query only
        rsd_pool_set_slot_limit(pool, proc, n, now)
            The process takes at most n requests at once (its own count, measured:
            llama-server's total_slots); the smaller of n and the model's
@@ -4186,7 +4186,7 @@ RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t for
    model's max_in_flight applies to it. */
 RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc_h proc, uint32_t max_in_flight,
                                     uint64_t now_ms);
-/* Store the host's pid (or any id) for the process in proc, shown in stats. */
+/* Store the host's pid (or any id) for the process in proc, shown by rsd_pool_query. */
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc_h proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);

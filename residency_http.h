@@ -448,7 +448,7 @@
            before the server would close it (at N/2 when N < 2 s; N = 0: not kept).
            Before an idle socket is reused it is checked without blocking (one
            MSG_PEEK recv): one the peer closed, reset or wrote to while idle is
-           closed and another (or a fresh connect) is used (stats.stale). Stale
+           closed and another (or a fresh connect) is used (info.stale). Stale
            socket: when a kept-alive socket still fails (EOF, ECONNRESET, EPIPE)
            before any response byte -- the peer closed it as the request went out
            -- an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried
@@ -542,7 +542,7 @@
            step_polled: plain step tries a recv on every connection.
            Connection exhaustion: when every slot is taken and another client
            waits, one connection is closed to take it (log item
-           HTTP_CONN_EVICTED, stats.evictions): a closing one first, then the
+           HTTP_CONN_EVICTED, info.evictions): a closing one first, then the
            one waiting longest for its first byte, its next keep-alive request
            or the rest of its head (idle, silent, slowloris), then the one whose
            body has gone longest without a byte (a slow upload). Not one whose
@@ -568,7 +568,7 @@
            until one of the server's connections closes or
            RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS (1000) pass (next_deadline says
            when), logged once per run of failures (HTTP_ACCEPT_FAILED,
-           stats.accept_pauses): a full descriptor table does not spin the host.
+           info.accept_pauses): a full descriptor table does not spin the host.
        bool rsd_http_server_next_event(s, rsd_http_server_event *ev)
            RSD_HTTP_SEV_REQUEST: ev.req (handle), ev.head (method, target,
            headers, framing), ev.body (decoded). They stay valid until the request
@@ -640,7 +640,7 @@
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
            head not complete within head_timeout_ms, no body byte for
            body_timeout_ms, or request not within request_timeout_ms   408
-           (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
+           (log item HTTP_BAD_REQUEST; info.bad_requests). Expect: 100-continue
            gets "100 Continue" before the body is read.
 
        Memory (client and server): every buffer comes from the desc's allocator
@@ -676,7 +676,7 @@
    200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
    on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
    rsd_pool_on_exited (the slot is freed on any failure or crash) and
-   rsd_procs_forget. rsd_pool_set_pid(info.pid) for stats.
+   rsd_procs_forget. rsd_pool_set_pid(info.pid) for rsd_pool_query.
 
    States (rsd_proc_state):
        spawn ok --> STARTING --mark_ready--> READY
@@ -3436,13 +3436,13 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, rsd_fleet_model
 /* Snapshot of the fleet: its processes by state, events waiting and dropped (the host did
    not pull them), and its pool's rsd_pool_info. */
 RSD_API void rsd_fleet_query(const rsd_fleet *f, rsd_fleet_info *info);
-/* The embedded pool, for what the fleet adds nothing to: its stats and event log,
-   rsd_pool_unload, rsd_pool_configure, rsd_pool_set_vram, rsd_pool_reset_backoff and the
-   leases. The next rsd_fleet_step carries out what they queue (rsd_fleet_next_deadline
-   is 0 until then). Requests, preloads and the stop go through the fleet's calls; never
-   step the pool or pull its actions. */
+/* The embedded pool, for what the fleet adds nothing to: its event log, rsd_pool_unload,
+   rsd_pool_configure, rsd_pool_set_vram, rsd_pool_reset_backoff and the leases. The next
+   rsd_fleet_step carries out what they queue (rsd_fleet_next_deadline is 0 until then).
+   Requests, preloads and the stop go through the fleet's calls; never step the pool or
+   pull its actions. (rsd_fleet_query gives its rsd_pool_info.) */
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f);
-/* The embedded supervisor (rsd_procs_tail, rsd_procs_query; do not stop its children). */
+/* The embedded supervisor (rsd_procs_tail, rsd_procs_query_proc; do not stop its children). */
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
 /* Name of an rsd_fleet_event_kind (never NULL). */
 RSD_API const char *rsd_fleet_event_str(int kind);
