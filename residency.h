@@ -120,9 +120,17 @@
        uint64_t X_next_deadline(const X *)
            0 while events wait (or work is due now); else the time step must next
            run; RSD_NO_DEADLINE when nothing is due.
-       X_query(const X *, ...)
-           A snapshot (rsd_pool_query_stats, rsd_ensurer_query, rsd_etcd_query, ...;
-           the lock's are its read-only fields state and error).
+       void X_query(const X *, X_info *)
+           The object's own state: its counts, what it waits on, its totals
+           (rsd_pool_query fills an rsd_pool_info; rsd_http_client_query,
+           rsd_http_server_query, rsd_procs_query, rsd_fleet_query, rsd_etcd_query
+           and rsd_state_lock_query likewise; the ensurer's info is the
+           rsd_ensure_result its next_event gives). A NULL X gives an empty info
+           (result RSD_ERR_ARG where it has one).
+       int X_query_ITEM(const X *, handle or index, ITEM_info *)
+           One thing it holds: RSD_OK, or < 0 for a stale handle or a bad index
+           (rsd_pool_query_model, rsd_pool_query_lease; rsd_http_client_query_req,
+           rsd_http_server_query_req, rsd_procs_query_proc, rsd_fleet_query_model).
      A frame: step each object, pull its events, poll every descriptor until the
      earliest deadline (tests/test_pump.c drives them all through one such loop).
 
@@ -1800,7 +1808,7 @@
            READY, from the child's log or nvidia-smi). Shrinking it
            may admit waiters at once.
        rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM
-       rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_set_pid(pool, proc, pid)              shown in rsd_pool_query only
        rsd_pool_set_slot_limit(pool, proc, n, now)
            The process takes at most n requests at once (its own count, measured:
            llama-server's total_slots); the smaller of n and the model's
@@ -1825,7 +1833,7 @@
        rsd_pool_stop(pool, now)
            Every waiting and running request gets FAIL(RSD_ERR_POOL_STOPPED),
            every process a STOP; later acquire/unload return ERR_POOL_STOPPED.
-       rsd_pool_query_stats(pool, &st), rsd_pool_query_model(pool, m, &info)
+       rsd_pool_query(pool, &info), rsd_pool_query_model(pool, m, &info)
            Every slot (state, model, proc, in-flight, reservation, last use,
            idle deadline, ttl, pin, pid) and lifetime counters (acquires,
            grants, waits, max wait, spawns, readies, load failures, crashes,
@@ -1838,7 +1846,7 @@
            CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
            with the slot's in-flight count and pin at decision time.
        rsd_pool_lease_take(pool, &lease_desc, now, &lease)
-       rsd_pool_lease_query(pool, lease, &info), rsd_pool_lease_return(pool, lease, now)
+       rsd_pool_query_lease(pool, lease, &info), rsd_pool_lease_return(pool, lease, now)
            A byte lease holds part of the VRAM budget for a workload outside
            the pool (a game's renderer during a cutscene, another program).
            Taking one stops idle, unpinned processes in LRU order (STOP, why
@@ -4082,7 +4090,7 @@ typedef struct rsd_pool_event {
     uint64_t clock;         /* pool logical clock */
 } rsd_pool_event;
 
-/* Per-slot part of rsd_pool_stats. */
+/* Per-slot part of rsd_pool_info. */
 typedef struct rsd_pool_slot_info {
     rsd_pool_slot_state state;
     int model;                /* -1 when none */
@@ -4100,7 +4108,7 @@ typedef struct rsd_pool_slot_info {
 } rsd_pool_slot_info;
 
 /* Snapshot of the pool (complete, every slot, plus lifetime counters). */
-typedef struct rsd_pool_stats {
+typedef struct rsd_pool_info {
     int max_slots, live_slots;  /* live = STARTING + READY + DRAINING */
     int occupied_slots;         /* every non-EMPTY slot */
     bool stopped;
@@ -4123,7 +4131,7 @@ typedef struct rsd_pool_stats {
     uint64_t leased_bytes;      /* bytes held by live leases (kept out of every start) */
     uint64_t leases, leases_declined, lease_stops, lease_expiries; /* lifetime */
     rsd_pool_slot_info slots[RSD_POOL_MAX_SLOTS];
-} rsd_pool_stats;
+} rsd_pool_info;
 
 /* Per-model snapshot. */
 typedef struct rsd_pool_model_info {
@@ -4201,7 +4209,7 @@ RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t for
    model's max_in_flight applies to it. */
 RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc_h proc, uint32_t max_in_flight,
                                     uint64_t now_ms);
-/* Store the host's pid (or any id) for the process in proc, shown in stats. */
+/* Store the host's pid (or any id) for the process in proc, shown by rsd_pool_query. */
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc_h proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
@@ -4245,19 +4253,19 @@ typedef struct rsd_pool_lease_info {
 } rsd_pool_lease_info;
 
 /* Take a lease: RSD_OK (granted, fully or in part, and free now), RSD_PENDING (granted;
-   the processes it stopped are still exiting: rsd_pool_lease_query says when it is
+   the processes it stopped are still exiting: rsd_pool_query_lease says when it is
    ready), RSD_ERR_POOL_NO_FIT (declined: nothing can be freed, or no byte budget;
    nothing was stopped), RSD_ERR_CAPACITY (RSD_POOL_MAX_LEASES live), RSD_ERR_ARG. */
 RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc, uint64_t now_ms,
                                 rsd_pool_lease_h *lease);
 /* Fill info for a live lease; RSD_ERR_POOL_STALE for a released or invalid one. */
-RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease_h lease,
+RSD_API int rsd_pool_query_lease(const rsd_pool *pool, rsd_pool_lease_h lease,
                                  rsd_pool_lease_info *info);
 /* Give a lease's bytes back (and reload what it stopped when it asked to). */
 RSD_API int rsd_pool_lease_return(rsd_pool *pool, rsd_pool_lease_h lease, uint64_t now_ms);
 
 /* Fill a complete snapshot. */
-RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *stats);
+RSD_API void rsd_pool_query(const rsd_pool *pool, rsd_pool_info *info);
 /* Fill a per-model snapshot; RSD_ERR_ARG for a bad index. */
 RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info);
 /* Pull the oldest event-log entry; false when empty (or no log configured). */
@@ -12642,7 +12650,7 @@ struct rsd_pool {
     uint64_t reserved_total;
     rsd_pool_event *evlog;
     uint32_t ev_cap, ev_head, ev_count;
-    rsd_pool_stats ctr; /* counters only (slots[] unused here) */
+    rsd_pool_info ctr; /* counters only (slots[] unused here) */
     uint64_t work;      /* white-box: model/slot visits in admission passes (tests) */
     bool trim_pending;  /* live slots above max after configure (busy excess) */
     rsdi_pool_leaseent leases[RSD_POOL_MAX_LEASES];
@@ -14099,7 +14107,7 @@ RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc,
     return (int64_t)pool->reserved_total + (int64_t)pool->leased_total <= cap ? RSD_OK : RSD_PENDING;
 }
 
-RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease_h lease,
+RSD_API int rsd_pool_query_lease(const rsd_pool *pool, rsd_pool_lease_h lease,
                                  rsd_pool_lease_info *info) {
     const rsdi_pool_leaseent *le;
     int i = rsdi_pool_lease_slot(pool, lease), m;
@@ -14127,7 +14135,7 @@ RSD_API int rsd_pool_lease_return(rsd_pool *pool, rsd_pool_lease_h lease, uint64
     return RSD_OK;
 }
 
-RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
+RSD_API void rsd_pool_query(const rsd_pool *pool, rsd_pool_info *st) {
     int s;
     if (!st) return;
     if (!pool) { memset(st, 0, sizeof *st); return; }

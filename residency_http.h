@@ -390,7 +390,7 @@
            after them. Resuming needs no wakeup of its own: the socket rejoins
            pollfds and the next step goes on. Timeouts keep running (use
            RSD_TIMEOUT_NONE for long streams). RSD_OK, RSD_ERR_NOT_FOUND.
-       int rsd_http_query_head(c, rsd_http_req_h h, rsd_http_head_info *out)
+       int rsd_http_client_query_req(c, rsd_http_req_h h, rsd_http_req_info *out)
            The response head as soon as it has arrived, before the body ends:
            for a proxy that must send status, Content-Type and framing on before
            the first body byte (it works from inside on_body, which is called
@@ -412,8 +412,9 @@
            is resolved with getaddrinfo here, first address. Returns resp->result;
            resp's views are valid until the next call on c.
        uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
-       void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
-           requests, connects, reuses, retries, timeouts, errors, stale.
+       void rsd_http_client_query(c, rsd_http_client_info *out)
+           The client's totals: requests, connects, reuses, retries, timeouts,
+           errors, stale.
        int rsd_http_client_close_idle(c, const char *host, uint16_t port)
            Closes the kept-alive idle sockets to host:port (a numeric address, or
            "localhost") now; returns how many, or RSD_ERR_ARG / RSD_ERR_RESOLVE.
@@ -447,7 +448,7 @@
            before the server would close it (at N/2 when N < 2 s; N = 0: not kept).
            Before an idle socket is reused it is checked without blocking (one
            MSG_PEEK recv): one the peer closed, reset or wrote to while idle is
-           closed and another (or a fresh connect) is used (stats.stale). Stale
+           closed and another (or a fresh connect) is used (info.stale). Stale
            socket: when a kept-alive socket still fails (EOF, ECONNRESET, EPIPE)
            before any response byte -- the peer closed it as the request went out
            -- an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried
@@ -541,7 +542,7 @@
            step_polled: plain step tries a recv on every connection.
            Connection exhaustion: when every slot is taken and another client
            waits, one connection is closed to take it (log item
-           HTTP_CONN_EVICTED, stats.evictions): a closing one first, then the
+           HTTP_CONN_EVICTED, info.evictions): a closing one first, then the
            one waiting longest for its first byte, its next keep-alive request
            or the rest of its head (idle, silent, slowloris), then the one whose
            body has gone longest without a byte (a slow upload). Not one whose
@@ -567,7 +568,7 @@
            until one of the server's connections closes or
            RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS (1000) pass (next_deadline says
            when), logged once per run of failures (HTTP_ACCEPT_FAILED,
-           stats.accept_pauses): a full descriptor table does not spin the host.
+           info.accept_pauses): a full descriptor table does not spin the host.
        bool rsd_http_server_next_event(s, rsd_http_server_event *ev)
            RSD_HTTP_SEV_REQUEST: ev.req (handle), ev.head (method, target,
            headers, framing), ev.body (decoded). They stay valid until the request
@@ -576,7 +577,7 @@
            answered, or streaming) went away; the handle is dead from now on
            (calls with it return RSD_ERR_CLOSED). A client that leaves before its
            REQUEST event was pulled is dropped silently.
-       int rsd_http_server_query(s, rsd_http_sreq_h h, rsd_http_server_event *out)
+       int rsd_http_server_query_req(s, rsd_http_sreq_h h, rsd_http_server_event *out)
            Re-reads a held request (RSD_OK), RSD_ERR_CLOSED, RSD_ERR_NOT_FOUND.
        int rsd_http_respond(s, h, int status, const rsd_http_header *headers, size_t n,
                             const void *body, size_t len)
@@ -619,9 +620,9 @@
            parsed, else the earliest first-byte/head/body/idle/request timeout,
            the end of an accept pause, or the next ms when the table is full and
            a connection becomes evictable then.
-       void rsd_http_server_query_stats(s, out)
-           accepts, requests, responses, bad_requests, closes, evictions,
-           accept_pauses.
+       void rsd_http_server_query(s, rsd_http_server_info *out)
+           The server's totals: accepts, requests, responses, bad_requests,
+           closes, evictions, accept_pauses.
 
        Connection states: READ (waiting for a head/body) -> PENDING (event queued /
        held by you) -> [STREAMING] -> answered -> READ (keep-alive) or CLOSING;
@@ -639,7 +640,7 @@
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
            head not complete within head_timeout_ms, no body byte for
            body_timeout_ms, or request not within request_timeout_ms   408
-           (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
+           (log item HTTP_BAD_REQUEST; info.bad_requests). Expect: 100-continue
            gets "100 Continue" before the body is read.
 
        Memory (client and server): every buffer comes from the desc's allocator
@@ -675,7 +676,7 @@
    200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
    on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
    rsd_pool_on_exited (the slot is freed on any failure or crash) and
-   rsd_procs_forget. rsd_pool_set_pid(info.pid) for stats.
+   rsd_procs_forget. rsd_pool_set_pid(info.pid) for rsd_pool_query.
 
    States (rsd_proc_state):
        spawn ok --> STARTING --mark_ready--> READY
@@ -782,7 +783,10 @@
    value of every secret flag (--api-key, --hf-token, ...) and URL passwords shown as
    *** (rsd_arg_redact, residency.h); it is what fleet messages quote.
 
-   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
+   Other calls: rsd_procs_query_proc(p, h, &info) (one process: pid, port, state,
+   uptime up to the supervisor's last now, exit status, output counts),
+   rsd_procs_query(p, &info) (the supervisor: max_procs, live processes by
+   state, exited ones not forgotten, events waiting and dropped),
    rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
    rsd_procs_kill (SIGKILL now), rsd_procs_forget (EXITED/FAILED -> FREE).
    Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
@@ -986,7 +990,7 @@
                failed, or the hook's own negative code).
            uint64_t rsd_state_lock_next_deadline(const rsd_state_lock *lk)
                0 while the end waits to be pulled, lk->wake_ms while waiting,
-               else RSD_NO_DEADLINE. lk->state and lk->error are its query.
+               else RSD_NO_DEADLINE.
                Retries: 5 ms, doubling to 100 ms; the last wake is clamped to the
                deadline and the deadline is checked after a failed attempt, so
                the final attempt happens at the deadline. No jitter (no hidden
@@ -1002,6 +1006,10 @@
                UNLOCKED/FAILED: close nothing held; never releases a lock that
                lk did not take. Always leaves lk IDLE; idempotent.
            bool rsd_state_lock_held(const rsd_state_lock *lk)
+           void rsd_state_lock_query(const rsd_state_lock *lk, rsd_state_lock_info *out)
+               state, error (why UNLOCKED or FAILED), held, end_waiting (not
+               pulled yet), wake_ms and deadline_ms (while WAITING), attempts,
+               and the key and purpose of its last begin ("" none).
            int rsd_state_lock_owner(st, key, rsd_lock_owner *out)
                RSD_OK, or RSD_ERR_NOT_FOUND when free or never taken.
        Example, a frame loop executing a reconcile's LOCK step:
@@ -1302,14 +1310,14 @@
            written (room for any record whose ids fit the arena), the operation's
            request as built and then its answer (the decoded values of two such
            records and RSD_ETCD_MAX_KVS pairs' JSON), the answer's decoded values
-           (two such records: the attribution and the protections the view keeps)
+           (two such records: the attribution and the protections rsd_etcd_query shows)
            -- and its own HTTP client with a slot for each request it has in flight
            (three: the operation's, a keepalive, a release; each with room for the
            operation's request, and 4 KiB heads and bodies for the small answers
            unless d->http says more). An answer larger than the answer buffer, or
            whose values do not fit the values buffer, fails the operation at once
            with RSD_ERR_TOO_LARGE (the lock: fail-open or closed as for an
-           unreachable etcd), logged (ATTR_READ_FAILED) and in the view's message
+           unreachable etcd), logged (ATTR_READ_FAILED) and in the info's message
            with the limit and attr_arena_bytes; the attribution then reads as
            empty and a commit on it fails the same way: it is never read or
            rewritten in part.
@@ -1327,7 +1335,7 @@
            do not fit reads as empty with attrs->over set (logged, ATTR_READ_FAILED),
            is not corrupt, and a commit on it fails with RSD_ERR_TOO_LARGE naming
            attr_arena_bytes: it is never rewritten shorter. Another host's
-           protections that do not fit are logged and not known here (the view's
+           protections that do not fit are logged and not known here (the info's
            protected_incomplete).
        int rsd_etcd_read_begin(co, key, now_ms, deadline_ms)
        int rsd_etcd_lock_begin(co, key, purpose, now_ms, deadline_ms)
@@ -1340,7 +1348,7 @@
        int rsd_etcd_step(co, now_ms)
            The events waiting: 0 while an operation (or a release) runs, and when
            idle; 1 once it has ended, until rsd_etcd_next_event pulls its end.
-       bool rsd_etcd_next_event(co, rsd_etcd_view *out)
+       bool rsd_etcd_next_event(co, rsd_etcd_info *out)
            The end of the last operation begun, once (false while it runs): *out as
            query, with out->result its code: read RSD_OK / the error; lock RSD_OK
            (held, or fail-open: not held) / the error (fail-closed: RSD_ERR_TIMEOUT
@@ -1349,14 +1357,14 @@
        int rsd_etcd_pollfds(co, out, cap)  uint64_t rsd_etcd_next_deadline(co)
            How many sockets it wants; when step must next run (0 while an end
            waits to be pulled).
-       void rsd_etcd_query(co, rsd_etcd_view *out)
+       void rsd_etcd_query(co, rsd_etcd_info *out)
            held, lost (the lease ran out while held), fence, has_gen/gen, attrs,
            attr_corrupt, the other hosts' protected_models (each model once; a role
            any host gives wins over a bare entry), protected_incomplete with
            protected_why (the first reason some stay unknown, "" none; logged,
            ATTR_READ_FAILED), owner (the holder's record when busy), message (why it
            failed or proceeded unlocked), root, prefix. A commit reads no
-           protections: the view keeps those read before it.
+           protections: the query shows those read before it.
        int rsd_etcd_parse_url(url, root, cap, prefix, cap)
        Limits: RSD_ETCD_MAX_PREFIX_BYTES 128, RSD_ETCD_MAX_HOST_BYTES 128,
        RSD_ETCD_MAX_KEY_BYTES 512, RSD_ETCD_MAX_KVS 96 per answer (the protections'
@@ -1902,21 +1910,24 @@
        has drained (benchmarks, calibration); other models keep flowing.
    rsd_fleet_pool(f): the embedded pool, called directly where the fleet adds nothing:
        rsd_pool_unload (-1 = every model), rsd_pool_configure (the most resident
-       processes; idle excess stopped, LRU first), rsd_pool_reset_backoff, the stats and
-       event log, rsd_pool_set_vram (a measured total, and what others hold there; a
-       reading only admits: nothing running is stopped for it; rsd_devmem reads one),
-       and the byte leases rsd_pool_lease_take / _query / _return (a VRAM lease for a
-       workload outside the fleet: idle, unpinned processes stopped LRU first, STOPPING
+       processes; idle excess stopped, LRU first), rsd_pool_reset_backoff, the event
+       log, rsd_pool_set_vram (a measured total, and what others hold there; a reading
+       only admits: nothing running is stopped for it; rsd_devmem reads one), and the
+       byte leases rsd_pool_lease_take / rsd_pool_query_lease / rsd_pool_lease_return
+       (a VRAM lease for a workload outside the fleet: idle, unpinned processes stopped LRU first, STOPPING
        with why "lease", never a busy or pinned one; starts that would break it wait;
        returning it or its ttl gives the bytes back and, with lease_desc.restore, restarts
        what it stopped; needs a byte budget). The next rsd_fleet_step carries out the
        STOPs and SPAWNs they queue (rsd_fleet_next_deadline is 0 until then).
        Requests, preloads and the stop go through the fleet's own calls below; the
        pool is never stepped, nor its actions pulled, by the host.
-   rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
+   rsd_fleet_query_model(f, m, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms,
        exit_code (of the process that failed: its status, 128+N for signal N, 127 when
        it never ran).
+   rsd_fleet_query(f, &info): the fleet: its models, its processes by state (starting,
+       ready, stopping, held stops), the events waiting and dropped, stopped, and the
+       pool's rsd_pool_info (info.pool).
    Watchdog (desc.watchdog_*; off by default): every READY process is polled with GET
        health_path each watchdog_interval_ms (a step of rsd_fleet_step on the now_ms
        given, never a sleep; each poll bounded by the smaller of the interval and
@@ -1951,14 +1962,14 @@
        message) stay valid until the next rsd_fleet_* call.
    rsd_fleet_idle(f): no process of ours alive. rsd_fleet_destroy SIGKILLs and reaps
        what is left (bounded by RSD_PROC_DESTROY_WAIT_MS per child) and frees.
-   rsd_fleet_pool / rsd_fleet_procs: the embedded objects, for stats, the pool's event
-       log (desc.pool.event_log), rsd_procs_tail; do not drive them directly.
+   rsd_fleet_pool / rsd_fleet_procs: the embedded objects, for the pool's event log
+       (desc.pool.event_log), rsd_procs_tail; do not drive them directly.
 
    Limits: RSD_FLEET_MAX_MODELS (64) models, RSD_POOL_MAX_SLOTS (16) processes,
    RSD_FLEET_SPEC_BYTES (4096) of copied spec per model, RSD_FLEET_MESSAGE_MAX (1024)
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
-   oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
+   oldest is dropped and counted (rsd_fleet_query's events_dropped; log item FLEET_EVENT_DROPPED):
    pull every step. Memory: one block of about 415 KB + 195 bytes per max_requests, plus
    the pool's, the supervisor's (about 410 KB by default) and the probe client's (about
    2.9 MB by default; tests/test_sizes_shell.c measures them all). Errors:
@@ -2317,10 +2328,10 @@ typedef struct rsd_http_event {
     void *user;
 } rsd_http_event;
 
-/* The response head of a request still in flight (rsd_http_query_head). Views point
+/* The response head of a request still in flight (rsd_http_client_query_req). Views point
    into the request's slot: valid until its event has been pulled and released (the
    next call on the client after the rsd_http_next_event that returned it). */
-typedef struct rsd_http_head_info {
+typedef struct rsd_http_req_info {
     int status;                   /* final status (interim 1xx are never reported) */
     int minor_version;            /* 1 for HTTP/1.1, 0 for HTTP/1.0 */
     rsd_str reason;
@@ -2331,13 +2342,13 @@ typedef struct rsd_http_head_info {
     bool done;                    /* the request has completed (its event is waiting) */
     bool paused;                  /* reading is paused (rsd_http_pause) */
     uint64_t body_bytes;          /* decoded body bytes received so far */
-} rsd_http_head_info;
+} rsd_http_req_info;
 
 /* Counters for tests and diagnostics. */
-typedef struct rsd_http_client_stats {
+typedef struct rsd_http_client_info {
     uint64_t requests, connects, reuses, retries, timeouts, errors;
     uint64_t stale;               /* kept-alive sockets found closed by the peer before reuse */
-} rsd_http_client_stats;
+} rsd_http_client_info;
 
 /* Monotonic clock in ms (CLOCK_MONOTONIC); the shell's clock for blocking wrappers. */
 RSD_API uint64_t rsd_now_ms(void);
@@ -2382,14 +2393,14 @@ RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused);
    still streaming (call it from on_body too). RSD_OK and *out; RSD_PENDING while no
    head has arrived; the request's error (< 0) when it completed without a head;
    RSD_ERR_NOT_FOUND for a stale handle; RSD_ERR_ARG for NULLs. */
-RSD_API int rsd_http_query_head(rsd_http_client *c, rsd_http_req_h h, rsd_http_head_info *out);
+RSD_API int rsd_http_client_query_req(const rsd_http_client *c, rsd_http_req_h h, rsd_http_req_info *out);
 /* Blocking request: resolves names with getaddrinfo, then loops poll() + step on
    rsd_now_ms() until this request completes. Returns resp->result; resp's views are
    valid until the next call on c. Other requests' events stay queued for next_event. */
 RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *req,
                                   rsd_http_event *resp);
-/* Copies the counters. */
-RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out);
+/* The client's totals (counters). */
+RSD_API void rsd_http_client_query(const rsd_http_client *c, rsd_http_client_info *out);
 /* Closes the idle kept-alive sockets to host:port (numeric or "localhost"); how many,
    or RSD_ERR_ARG / RSD_ERR_RESOLVE. */
 RSD_API int rsd_http_client_close_idle(rsd_http_client *c, const char *host, uint16_t port);
@@ -2452,11 +2463,11 @@ typedef struct rsd_http_server_event {
     rsd_str body;                        /* decoded request body */
 } rsd_http_server_event;
 
-typedef struct rsd_http_server_stats {
+typedef struct rsd_http_server_info {
     uint64_t accepts, requests, responses, bad_requests, closes;
     uint64_t evictions;      /* connections dropped to make room for a new client */
     uint64_t accept_pauses;  /* times the listener was paused (out of descriptors) */
-} rsd_http_server_stats;
+} rsd_http_server_info;
 
 /* Binds, listens and allocates every buffer; NULL on failure (logged with errno). */
 RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc);
@@ -2477,8 +2488,8 @@ RSD_API int rsd_http_server_step_polled(rsd_http_server *s, uint64_t now_ms,
 RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_event *ev);
 /* Re-reads a pending request (e.g. a deferred one); RSD_OK, or RSD_ERR_NOT_FOUND /
    RSD_ERR_CLOSED. */
-RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h,
-                                  rsd_http_server_event *out);
+RSD_API int rsd_http_server_query_req(const rsd_http_server *s, rsd_http_sreq_h h,
+                                      rsd_http_server_event *out);
 /* Poll entries (listen socket + connections); returns how many it wants. */
 RSD_API int rsd_http_server_pollfds(const rsd_http_server *s, rsd_pollfd *out, int cap);
 /* Earliest absolute time step must run (timeouts); 0 while events wait to be pulled;
@@ -2519,8 +2530,8 @@ RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h);
 RSD_API int rsd_http_stream_end_close(rsd_http_server *s, rsd_http_sreq_h h);
 /* Bytes a stream_write can take right now (0 when the handle is not streaming). */
 RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
-/* Copies the counters. */
-RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out);
+/* The server's totals (counters). */
+RSD_API void rsd_http_server_query(const rsd_http_server *s, rsd_http_server_info *out);
 
 /* ==== http server end ===================================================== */
 
@@ -2655,13 +2666,13 @@ typedef struct rsd_proc_event {
     void *user;                 /* rsd_proc_spec.user */
 } rsd_proc_event;
 
-/* Snapshot of one process (rsd_procs_query). */
+/* Snapshot of one process (rsd_procs_query_proc). */
 typedef struct rsd_proc_info {
     rsd_proc_state state;
     int64_t pid;                /* 0 when it never ran */
     uint16_t port;              /* the port it was given ({port}) */
     uint64_t spawn_ms, ready_ms;/* now_ms at spawn / mark_ready (0 = not yet) */
-    uint64_t uptime_ms;         /* since spawn, up to now_ms or the reap */
+    uint64_t uptime_ms;         /* since spawn, up to the supervisor's now_ms or the reap */
     uint64_t start_deadline_ms; /* absolute */
     int exit_code, term_signal; /* as in rsd_proc_event; -1 / 0 while running */
     bool core_dumped;
@@ -2673,6 +2684,18 @@ typedef struct rsd_proc_info {
     const char *name;           /* label (owned by the supervisor) */
     void *user;
 } rsd_proc_info;
+
+/* Snapshot of the supervisor (rsd_procs_query). */
+typedef struct rsd_procs_info {
+    int max_procs;              /* process slots (desc.max_procs) */
+    int live;                   /* running: starting + ready + stopping */
+    int starting, ready;
+    int stopping;               /* STOPPING or KILLING: asked to exit, not reaped yet */
+    int exited;                 /* EXITED or FAILED, not forgotten yet (rsd_procs_forget) */
+    int events_waiting;         /* to be pulled (rsd_procs_next_event) */
+    uint64_t events_dropped;    /* events lost because the queue was full */
+    uint64_t now_ms;            /* its clock: the latest now_ms a call gave it */
+} rsd_procs_info;
 
 typedef struct rsd_procs rsd_procs;
 
@@ -2714,8 +2737,10 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
 RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
-/* Snapshot of one process at now_ms; RSD_ERR_PROC_STALE for a bad handle. */
-RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc_h h, uint64_t now_ms, rsd_proc_info *info);
+/* Snapshot of one process on the supervisor's clock; RSD_ERR_PROC_STALE for a bad handle. */
+RSD_API int rsd_procs_query_proc(const rsd_procs *p, rsd_proc_h h, rsd_proc_info *info);
+/* Snapshot of the supervisor: its processes by state, events waiting and dropped. */
+RSD_API void rsd_procs_query(const rsd_procs *p, rsd_procs_info *info);
 /* The last max_lines output lines (0 = all the ring holds), NUL-terminated in buf with
    control bytes shown as '?'; returns the length (truncated from the front to fit) or <0. */
 RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc_h h, int max_lines, char *buf, size_t cap);
@@ -2810,6 +2835,19 @@ typedef struct rsd_state_lock {
     char key[RSD_STATE_MAX_KEY_BYTES + 1];          /* internal */
 } rsd_state_lock;
 
+/* Snapshot of one lock acquisition (rsd_state_lock_query). */
+typedef struct rsd_state_lock_info {
+    rsd_lock_state state;
+    int error;                  /* RSD_OK, or why it is UNLOCKED / FAILED */
+    bool held;                  /* the lock is ours (rsd_state_lock_held) */
+    bool end_waiting;           /* the wait has ended; rsd_state_lock_next_event has not pulled it */
+    uint64_t wake_ms;           /* WAITING: the next attempt */
+    uint64_t deadline_ms;       /* WAITING: when the wait gives up */
+    uint32_t attempts;          /* try_lock / flock attempts made */
+    const char *key;            /* the key of its last begin ("" none); points into the lock */
+    const char *purpose;        /* that begin's purpose, as the owner record has it */
+} rsd_state_lock_info;
+
 /* Diagnostics written into a lock file by its holder. */
 typedef struct rsd_lock_owner {
     int64_t pid;
@@ -2890,6 +2928,8 @@ RSD_API int rsd_state_lock_sync(rsd_state *st, rsd_state_lock *lk, const char *k
 RSD_API void rsd_state_unlock(rsd_state *st, rsd_state_lock *lk);
 /* True while lk holds the lock (false when proceeding UNLOCKED). */
 RSD_API bool rsd_state_lock_held(const rsd_state_lock *lk);
+/* Snapshot of lk: its state, what it waits on (key, wake_ms, deadline_ms), its attempts. */
+RSD_API void rsd_state_lock_query(const rsd_state_lock *lk, rsd_state_lock_info *info);
 /* Reads the owner record of key's lock file: RSD_OK, RSD_ERR_NOT_FOUND (free/never taken). */
 RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner *out);
 
@@ -2979,7 +3019,7 @@ typedef struct rsd_etcd_desc {
 } rsd_etcd_desc;
 
 /* What the coordinator knows after its last operation (views live until the next begin). */
-typedef struct rsd_etcd_view {
+typedef struct rsd_etcd_info {
     int result;                       /* of the last operation: RSD_OK, RSD_PENDING, <0 */
     bool held;                        /* the lock is held (fenced by fence) */
     bool lost;                        /* the lease ran out while held: commits are refused */
@@ -2997,7 +3037,7 @@ typedef struct rsd_etcd_view {
     const char *message;              /* why the last operation failed or proceeded unlocked ("" none) */
     const char *root;                 /* the gateway's root URL ("http://host:2379") */
     const char *prefix;               /* the key prefix ("/residency") */
-} rsd_etcd_view;
+} rsd_etcd_info;
 
 /* Creates the coordinator (its own HTTP client; no I/O). NULL for a bad desc or url (logged;
    rsd_etcd_footprint gives 0 for it) or no memory. */
@@ -3024,14 +3064,14 @@ RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms);
 RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms);
 /* The end of the last operation begun, once: *out as rsd_etcd_query, with out->result its
    code (RSD_OK, or <0). False while it runs or once pulled. */
-RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out);
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_info *out);
 /* The client's sockets for the host's poll(); how many it wants. */
 RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap);
 /* Earliest time step must run (a retry, the next keepalive, a timeout); 0 while an end waits
    to be pulled; RSD_NO_DEADLINE. */
 RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co);
 /* What the last operation found. */
-RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_info *out);
 /* Splits "etcd://h:p/prefix" into the gateway root ("http://h:p") and the prefix. RSD_OK or RSD_ERR_URL. */
 RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap);
 /* ==== etcd end ============================================================ */
@@ -3322,6 +3362,20 @@ typedef struct rsd_fleet_model_info {
                                    127: never ran), with last_result; 0 = none */
 } rsd_fleet_model_info;
 
+/* Snapshot of the fleet for status pages. */
+typedef struct rsd_fleet_info {
+    int models;                 /* added with rsd_fleet_add_model */
+    int processes;              /* of ours, not yet reaped: starting + ready + stopping */
+    int starting;               /* spawned, /health not 200 yet */
+    int ready;                  /* /health said 200, not stopping */
+    int stopping;               /* the pool sent STOP; reaped soon */
+    int held_stops;             /* of those, SIGTERM waiting for rsd_fleet_stop_go (stop_hold_ms) */
+    int events_waiting;         /* to be pulled (rsd_fleet_next_event) */
+    uint64_t events_dropped;    /* events lost because a queue was full */
+    bool stopped;               /* rsd_fleet_stop was called */
+    rsd_pool_info pool;         /* the embedded pool's (rsd_pool_query) */
+} rsd_fleet_info;
+
 typedef struct rsd_fleet rsd_fleet;
 
 /* Create a fleet (its pool, supervisor and probe client; all allocation happens here). */
@@ -3377,18 +3431,18 @@ RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap);
 RSD_API uint64_t rsd_fleet_next_deadline(const rsd_fleet *f);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev);
-/* Snapshot of one model at now_ms; RSD_ERR_ARG for a bad index. */
-RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms,
-                                  rsd_fleet_model_info *info);
-/* Events dropped because the queues were full (the host did not pull them). */
-RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f);
-/* The embedded pool, for what the fleet adds nothing to: its stats and event log,
-   rsd_pool_unload, rsd_pool_configure, rsd_pool_set_vram, rsd_pool_reset_backoff and the
-   leases. The next rsd_fleet_step carries out what they queue (rsd_fleet_next_deadline
-   is 0 until then). Requests, preloads and the stop go through the fleet's calls; never
-   step the pool or pull its actions. */
+/* Snapshot of one model; RSD_ERR_ARG for a bad index. */
+RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, rsd_fleet_model_info *info);
+/* Snapshot of the fleet: its processes by state, events waiting and dropped (the host did
+   not pull them), and its pool's rsd_pool_info. */
+RSD_API void rsd_fleet_query(const rsd_fleet *f, rsd_fleet_info *info);
+/* The embedded pool, for what the fleet adds nothing to: its event log, rsd_pool_unload,
+   rsd_pool_configure, rsd_pool_set_vram, rsd_pool_reset_backoff and the leases. The next
+   rsd_fleet_step carries out what they queue (rsd_fleet_next_deadline is 0 until then).
+   Requests, preloads and the stop go through the fleet's calls; never step the pool or
+   pull its actions. (rsd_fleet_query gives its rsd_pool_info.) */
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f);
-/* The embedded supervisor (rsd_procs_tail, rsd_procs_query; do not stop its children). */
+/* The embedded supervisor (rsd_procs_tail, rsd_procs_query_proc; do not stop its children). */
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
 /* Name of an rsd_fleet_event_kind (never NULL). */
 RSD_API const char *rsd_fleet_event_str(int kind);
@@ -5122,7 +5176,7 @@ struct rsd_http_client {
     int nconns, nreqs;
     int delivered;       /* slot whose event views are live, -1 */
     uint64_t seq, now;
-    rsd_http_client_stats stats;
+    rsd_http_client_info stats;
     rsdi_tls *tls;       /* NULL: https = RSD_ERR_TLS_UNAVAILABLE */
 };
 
@@ -6082,8 +6136,8 @@ RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused) {
     return RSD_OK;
 }
 
-RSD_API int rsd_http_query_head(rsd_http_client *c, rsd_http_req_h h, rsd_http_head_info *out) {
-    rsdi_creq *r;
+RSD_API int rsd_http_client_query_req(const rsd_http_client *c, rsd_http_req_h h, rsd_http_req_info *out) {
+    const rsdi_creq *r;
     int i;
     if (out) memset(out, 0, sizeof *out);
     if (!c || !out) return RSD_ERR_ARG;
@@ -6168,7 +6222,7 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
     }
 }
 
-RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out) {
+RSD_API void rsd_http_client_query(const rsd_http_client *c, rsd_http_client_info *out) {
     if (!out) return;
     if (!c) memset(out, 0, sizeof *out);
     else *out = c->stats;
@@ -6221,7 +6275,7 @@ struct rsd_http_server {
     uint64_t accept_resume;  /* accept_paused: try the listener again from then */
     bool accept_paused;      /* accept ran out of descriptors: not polled, not tried */
     bool accept_err_logged;  /* one log line per run of accept failures */
-    rsd_http_server_stats stats;
+    rsd_http_server_info stats;
 };
 
 RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
@@ -6747,8 +6801,8 @@ RSD_API int rsd_http_server_step_polled(rsd_http_server *s, uint64_t now_ms,
     return rsdi_server_step(s, now_ms, fds, nfds);
 }
 
-RSDI_PRIVATE void rsdi_sev_fill(rsd_http_server *s, int k, rsd_http_server_event *ev) {
-    rsdi_sconn *cn = &s->conns[k];
+RSDI_PRIVATE void rsdi_sev_fill(const rsd_http_server *s, int k, rsd_http_server_event *ev) {
+    const rsdi_sconn *cn = &s->conns[k];
     memset(ev, 0, sizeof *ev);
     ev->req.id = rsdi_sreq_id(s, k);
     ev->body.ptr = "";
@@ -6794,7 +6848,7 @@ RSDI_PRIVATE int rsdi_server_slot(const rsd_http_server *s, rsd_http_sreq_h h) {
     return (int)slot;
 }
 
-RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h, rsd_http_server_event *out) {
+RSD_API int rsd_http_server_query_req(const rsd_http_server *s, rsd_http_sreq_h h, rsd_http_server_event *out) {
     int k = rsdi_server_slot(s, h);
     if (k < 0) return k;
     if (out) rsdi_sev_fill(s, k, out);
@@ -7069,7 +7123,7 @@ RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h) {
     return room > 32 ? room - 32 : 0; /* chunk framing */
 }
 
-RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out) {
+RSD_API void rsd_http_server_query(const rsd_http_server *s, rsd_http_server_info *out) {
     if (!out) return;
     if (!s) memset(out, 0, sizeof *out);
     else *out = s->stats;
@@ -7201,6 +7255,7 @@ struct rsd_procs {
     rsd_proc_event *events;      /* ring of ev_cap */
     uint32_t ev_cap, ev_head, ev_count;
     uint64_t events_dropped;
+    uint64_t now_ms;             /* the latest now_ms a call gave (uptime_ms runs to it) */
     const char **argv;           /* RSD_PROC_MAX_ARGS + 1 */
     char **envp;                 /* RSD_PROC_MAX_ENV + 1 */
     char path[RSD_PROC_PATH_MAX];
@@ -8136,6 +8191,11 @@ RSDI_PRIVATE bool rsdi_proc_running(const rsdi_proc_slot *s) {
            s->state == RSD_PROC_STOPPING || s->state == RSD_PROC_KILLING;
 }
 
+/* The supervisor's clock moves on to now_ms (never back). */
+RSDI_PRIVATE void rsdi_procs_clock(rsd_procs *p, uint64_t now_ms) {
+    if (now_ms > p->now_ms) p->now_ms = now_ms;
+}
+
 /* Platform: signals the child's process group (the child leads it; once the leader is
    reaped the group id stays reserved while any member lives), else the child while not
    reaped. Windows: RSDI_SIGTERM is CTRL_BREAK_EVENT to its process group (it shares our
@@ -8655,6 +8715,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
     uint16_t port;
     if (out) out->id = 0;
     if (!p || !spec || !out) return RSD_ERR_ARG;
+    rsdi_procs_clock(p, now_ms);
     for (i = 0; i < p->max_procs; i++)
         if (p->slots[i].state == RSD_PROC_FREE) {
             s = &p->slots[i];
@@ -8754,6 +8815,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
 RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
+    rsdi_procs_clock(p, now_ms);
     if (s->state != RSD_PROC_STARTING) return RSD_ERR_STATE;
     s->state = RSD_PROC_READY;
     s->was_ready = true;
@@ -8766,6 +8828,7 @@ RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
 RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
+    rsdi_procs_clock(p, now_ms);
     s->stop_requested = true;
     if (s->state == RSD_PROC_STARTING || s->state == RSD_PROC_READY)
         rsdi_proc_begin_stop(p, s, now_ms, now_ms + p->term_grace_ms);
@@ -8787,6 +8850,7 @@ RSDI_PRIVATE int rsdi_procs_stop_by(rsd_procs *p, rsd_proc_h h, uint64_t now_ms,
 RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
+    rsdi_procs_clock(p, now_ms);
     s->stop_requested = true;
     if (rsdi_proc_running(s) && s->state != RSD_PROC_KILLING) rsdi_proc_begin_kill(p, s, now_ms);
     return RSD_OK;
@@ -8831,6 +8895,7 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
 RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     int i;
     if (!p) return RSD_ERR_ARG;
+    rsdi_procs_clock(p, now_ms);
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         int st = 0;
@@ -8964,7 +9029,7 @@ RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev) {
     return false;
 }
 
-RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc_h h, uint64_t now_ms, rsd_proc_info *info) {
+RSD_API int rsd_procs_query_proc(const rsd_procs *p, rsd_proc_h h, rsd_proc_info *info) {
     const rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!info) return RSD_ERR_ARG;
     memset(info, 0, sizeof *info);
@@ -8975,7 +9040,7 @@ RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc_h h, uint64_t now_ms, r
     info->spawn_ms = s->spawn_ms;
     info->ready_ms = s->ready_ms;
     {
-        uint64_t end = rsdi_proc_running(s) ? now_ms : s->end_ms;
+        uint64_t end = rsdi_proc_running(s) ? p->now_ms : s->end_ms;
         info->uptime_ms = end > s->spawn_ms ? end - s->spawn_ms : 0;
     }
     info->start_deadline_ms = s->start_deadline_ms;
@@ -8993,6 +9058,25 @@ RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc_h h, uint64_t now_ms, r
     info->name = s->name;
     info->user = s->user;
     return RSD_OK;
+}
+
+RSD_API void rsd_procs_query(const rsd_procs *p, rsd_procs_info *info) {
+    int i;
+    if (!info) return;
+    memset(info, 0, sizeof *info);
+    if (!p) return;
+    info->max_procs = p->max_procs;
+    for (i = 0; i < p->max_procs; i++) {
+        rsd_proc_state st = p->slots[i].state;
+        info->live += rsdi_proc_running(&p->slots[i]);
+        info->starting += st == RSD_PROC_STARTING;
+        info->ready += st == RSD_PROC_READY;
+        info->stopping += st == RSD_PROC_STOPPING || st == RSD_PROC_KILLING;
+        info->exited += st == RSD_PROC_EXITED || st == RSD_PROC_FAILED;
+    }
+    info->events_waiting = rsdi_procs_waiting(p);
+    info->events_dropped = p->events_dropped;
+    info->now_ms = p->now_ms;
 }
 
 RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc_h h, int max_lines, char *buf, size_t cap) {
@@ -9889,6 +9973,22 @@ RSD_API void rsd_state_unlock(rsd_state *st, rsd_state_lock *lk) {
 
 RSD_API bool rsd_state_lock_held(const rsd_state_lock *lk) {
     return lk && lk->state == RSD_LOCK_HELD;
+}
+
+RSD_API void rsd_state_lock_query(const rsd_state_lock *lk, rsd_state_lock_info *info) {
+    if (!info) return;
+    memset(info, 0, sizeof *info);
+    info->key = info->purpose = "";
+    if (!lk) return;
+    info->state = lk->state;
+    info->error = lk->error;
+    info->held = lk->state == RSD_LOCK_HELD;
+    info->end_waiting = rsdi_state_lock_end_waits(lk);
+    info->wake_ms = lk->wake_ms;
+    info->deadline_ms = lk->deadline_ms;
+    info->attempts = lk->attempts;
+    info->key = lk->key;
+    info->purpose = lk->purpose;
 }
 
 /* Parses "name=value" lines of an owner record. */
@@ -12118,7 +12218,7 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
                 rsdi_etcd_finish(co, RSD_ERR_TIMEOUT, RSDI_EP_END);
                 return;
             }
-            rsdi_etcd_finish(co, RSD_OK, RSDI_EP_AGAIN); /* the view keeps them: a commit reads nothing */
+            rsdi_etcd_finish(co, RSD_OK, RSDI_EP_AGAIN); /* the coordinator keeps them: a commit reads nothing */
             return;
         }
     default: return;
@@ -12221,7 +12321,7 @@ RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
     return rsdi_etcd_end_waits(co) ? 1 : 0;
 }
 
-RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out) {
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_info *out) {
     if (!co || !out || !rsdi_etcd_end_waits(co)) return false;
     rsd_etcd_query(co, out);
     out->result = co->result == RSD_PENDING ? RSD_OK : co->result;
@@ -12249,7 +12349,7 @@ RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co) {
     return dl;
 }
 
-RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_info *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!co) {
@@ -12300,10 +12400,10 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
 RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
 RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return 0; }
-RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out) { (void)co, (void)out; return false; }
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_info *out) { (void)co, (void)out; return false; }
 RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
 RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co) { (void)co; return RSD_NO_DEADLINE; }
-RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_info *out) {
     (void)co;
     if (out) memset(out, 0, sizeof *out);
 }
@@ -13200,7 +13300,7 @@ RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
 RSD_API int rsd_ensurer_resolve_sync(rsd_ensurer *e, const char *url) {
     int r = rsdi_en_resolve_one(e, url);
     if (e && RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         (void)rsdi_en_resolve_one(e, v.root); /* a failure shows up as etcd unreachable */
     }
@@ -13261,7 +13361,7 @@ RSDI_PRIVATE const char *rsdi_en_env(const rsd_ensurer *e) {
 RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
     *gen = 0;
     if (RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         if (e->co_read_err < 0 || !v.has_gen) return false;
         *gen = v.gen;
@@ -13276,7 +13376,7 @@ RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
 RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
     (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
     if (RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         int r;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         if (e->co_read_err < 0) {
@@ -13296,7 +13396,7 @@ RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
    host's (published by their ensurers), each model once, up to RSD_MAX_PROTECTED (prot_over
    when more: the notice says so). */
 RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n) {
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     int i, j;
     e->prot_over = false;
     if (!RSDI_EN_CO(e)) {
@@ -13344,7 +13444,7 @@ RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
 
 /* etcd could not be read at the start: one warning notice (after begin). */
 RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
     rsd_etcd_query(RSDI_EN_CO(e), &v);
     if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
@@ -13362,7 +13462,7 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
 /* Other hosts' protections read only in part (etcd said so, or with this host's own they are
    over RSD_MAX_PROTECTED): one warning notice; the decision goes on with those known. */
 RSDI_PRIVATE void rsdi_en_prot_notice(rsd_ensurer *e) {
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     if (!RSDI_EN_CO(e) || e->co_read_err < 0) return; /* unreadable: rsdi_en_co_notice says so */
     rsd_etcd_query(RSDI_EN_CO(e), &v);
     if (!v.protected_incomplete && !e->prot_over) return;
@@ -13422,7 +13522,7 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
                                  (e->rt->flags & RSD_RT_INSTANCES) ? "loaded instance" : "resident");
     }
     if (RSDI_EN_CO(e) && e->attrs->corrupt && !e->co_told && e->reconciling) { /* once per ensure */
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         e->co_told = true;
         if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
@@ -13972,8 +14072,8 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
    its head (on_body is called only after the head). */
 RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
     rsd_ensurer *e = (rsd_ensurer *)user;
-    rsd_http_head_info hi;
-    int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
+    rsd_http_req_info hi;
+    int status = rsd_http_client_query_req(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
     if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease answer, kept whole (reconcile's buffer: not in use) */
         if (len > e->ans_cap - e->ls_len) {
             e->ls_over = true;
@@ -14063,7 +14163,7 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
     char what[RSD_STATE_DETAIL_BYTES];
     uint64_t gen = 0;
     if (RSDI_EN_CO(e)) { /* etcd: the transaction has answered (r) */
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         gen = v.gen;
         if (r != RSD_OK) {
@@ -14129,7 +14229,7 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
     bool held;
     if (r < 0) { /* fail-closed */
         const char *why = rsd_result_str(r);
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         if (RSDI_EN_CO(e)) {
             rsd_etcd_query(RSDI_EN_CO(e), &v);
             if (v.message[0]) why = v.message;
@@ -14138,7 +14238,7 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
         return false;
     }
     if (RSDI_EN_CO(e)) {
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         held = v.held;
         e->co_read_err = RSD_OK; /* the lock's answer carried a fresh read (or the last one stands) */
@@ -15226,7 +15326,7 @@ RSDI_PRIVATE bool rsdi_fleet_send_get(rsd_fleet *f, rsdi_fleet_slot *s, const ch
 RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
     rsd_proc_info info;
     if (s->probe.id || s->told || s->stopping || !s->proc.id) return false;
-    if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
+    if (rsd_procs_query_proc(f->procs, s->proc, &info) != RSD_OK ||
         info.state != RSD_PROC_STARTING)
         return false;
     s->out_seen = info.out_bytes;
@@ -15326,7 +15426,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc_h pp, i
     s->model = model;
     s->started_ms = now_ms;
     r = rsd_procs_spawn(f->procs, &spec, now_ms, &h);
-    if (r == RSD_OK && rsd_procs_query(f->procs, h, now_ms, &info) == RSD_OK) {
+    if (r == RSD_OK && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK) {
         s->proc = h;
         s->pid = info.pid;
         s->port = info.port;
@@ -15339,7 +15439,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc_h pp, i
         return;
     }
     /* it never ran; the waiting requests fail now, quoting why. */
-    if (r == RSD_ERR_SPAWN && rsd_procs_query(f->procs, h, now_ms, &info) == RSD_OK)
+    if (r == RSD_ERR_SPAWN && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK)
         (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s (errno %d)",
                        strerror(info.err), info.err);
     else
@@ -15802,7 +15902,7 @@ RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(const rsd_fleet *f, const rsdi_
     char tail[RSD_FLEET_READY_SCAN_BYTES];
     uint64_t fresh;
     if (!s->pp.id || !s->proc.id || s->told || s->healthy || s->stopping || s->probe.id) return 0;
-    if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
+    if (rsd_procs_query_proc(f->procs, s->proc, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
         info.out_bytes == s->out_seen)
         return 0;
     /* no gap when the new output (its last RSD_FLEET_READY_SCAN_BYTES) holds that line */
@@ -16051,10 +16151,8 @@ RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev) {
     return true;
 }
 
-RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms,
-                                  rsd_fleet_model_info *info) {
+RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, rsd_fleet_model_info *info) {
     int i;
-    (void)now_ms;
     if (!info) return RSD_ERR_ARG;
     memset(info, 0, sizeof *info);
     info->idle_deadline_ms = RSD_NO_DEADLINE;
@@ -16076,14 +16174,33 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
         break;
     }
     if (info->pool.slot >= 0) {
-        rsd_pool_stats st;
-        rsd_pool_query_stats(f->pool, &st);
+        rsd_pool_info st;
+        rsd_pool_query(f->pool, &st);
         info->idle_deadline_ms = st.slots[info->pool.slot].idle_deadline_ms;
     }
     return RSD_OK;
 }
 
-RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f) { return f ? f->dropped : 0; }
+RSD_API void rsd_fleet_query(const rsd_fleet *f, rsd_fleet_info *info) {
+    int i;
+    if (!info) return;
+    memset(info, 0, sizeof *info);
+    rsd_pool_query(f ? f->pool : NULL, &info->pool);
+    if (!f) return;
+    info->models = f->num_models;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        const rsdi_fleet_slot *s = &f->slots[i];
+        if (!s->pp.id) continue;
+        info->processes++;
+        info->stopping += s->stopping;
+        info->held_stops += s->stopping && s->hold_until != 0;
+        info->ready += s->ready && !s->stopping;
+        info->starting += !s->ready && !s->stopping;
+    }
+    info->events_waiting = rsdi_fleet_waiting(f);
+    info->events_dropped = f->dropped;
+    info->stopped = f->stopped;
+}
 
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f) { return f ? f->pool : NULL; }
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f) { return f ? f->procs : NULL; }

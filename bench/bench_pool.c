@@ -163,7 +163,7 @@ static double ours_drain(const int *models, size_t n) {
     rsd_pool *p = mk((uint32_t)n + 64);
     rsd_pool_req_h *run = (rsd_pool_req_h *)malloc(n * sizeof *run), r;
     rsd_pool_action a;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     size_t i, nrun, done = 0;
     int s;
     double t0 = now_ns();
@@ -182,7 +182,7 @@ static double ours_drain(const int *models, size_t n) {
         done += nrun;
     }
     t0 = now_ns() - t0;
-    rsd_pool_query_stats(p, &st);
+    rsd_pool_query(p, &st);
     if (done != n || st.waiting != 0) { fprintf(stderr, "ours_drain: %zu of %zu\n", done, n); abort(); }
     rsd_pool_destroy(p);
     free(run);

@@ -34,7 +34,7 @@ static int co_run(rsd_etcd *co) {
     for (;;) {
         rsd_pollfd fds[8];
         uint64_t now = rsd_now_ms(), dl;
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         int n, r = rsd_etcd_step(co, now), timeout;
         if (r < 0) return r;
         if (rsd_etcd_next_event(co, &v)) return v.result;

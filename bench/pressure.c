@@ -145,7 +145,7 @@ static void run_ours(sim *s) {
     rsd_pool_desc d;
     rsd_pool_model_desc md[NM];
     rsd_pool *p;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     uint64_t now, last_read = 0;
     int m, i, next = 0, slot;
     memset(&d, 0, sizeof d);
@@ -211,7 +211,7 @@ static void run_ours(sim *s) {
             }
             ours_pump(p, s, now);
         }
-        rsd_pool_query_stats(p, &st); /* a start held only by others' memory: read again */
+        rsd_pool_query(p, &st); /* a start held only by others' memory: read again */
         if (st.models_foreign_held && now >= last_read + 250) {
             (void)rsd_pool_set_vram(p, 0, foreign_at(now), now);
             last_read = now;
@@ -219,7 +219,7 @@ static void run_ours(sim *s) {
         (void)rsd_pool_step(p, now);
         ours_pump(p, s, now);
     }
-    rsd_pool_query_stats(p, &st);
+    rsd_pool_query(p, &st);
     if (st.evictions + st.starve_drains < s->evictions) g_fail = 1; /* the pool's own count agrees */
     rsd_pool_destroy(p);
 }

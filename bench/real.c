@@ -253,13 +253,13 @@ static void watch_child(const char *url) {
     for (;;) {
         rsd_pollfd fds[4];
         rsd_http_event ev;
-        rsd_http_head_info hi;
+        rsd_http_req_info hi;
         int n = rsd_http_client_pollfds(c, fds, 4);
         uint64_t dl = rsd_http_client_next_deadline(c), now = rsd_now_ms();
         int ms = dl == RSD_NO_DEADLINE ? 1000 : dl <= now ? 0 : (int)(dl - now > 1000 ? 1000 : dl - now);
         (void)poll((struct pollfd *)(void *)fds, (nfds_t)n, ms);
         rsd_http_client_step_polled(c, rsd_now_ms(), fds, n);
-        if (!ready && rsd_http_query_head(c, h, &hi) == RSD_OK) {
+        if (!ready && rsd_http_client_query_req(c, h, &hi) == RSD_OK) {
             char line[32];
             int k = snprintf(line, sizeof line, "ready %d\n", hi.status);
             if (write(g_watch_out, line, (size_t)k) < 0) _exit(1);

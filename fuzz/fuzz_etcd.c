@@ -31,7 +31,7 @@ static void fz_check(int ok) {
 
 static void fz_answer(int op, int status, const uint8_t *d, size_t n, bool page) {
     rsd_http_event ev;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     uint64_t now = 1000;
     char after[RSD_ETCD_MAX_KEY_BYTES];
     int i, j;

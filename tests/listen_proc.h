@@ -39,7 +39,7 @@ static int listen_proc_start(listen_proc *s, const char *const *argv, int stderr
     sp.exe = argv[0];
     sp.args = argv + 1;
     if (rsd_procs_spawn(s->procs, &sp, rsd_now_ms(), &s->h) != RSD_OK) return -1;
-    if (rsd_procs_query(s->procs, s->h, rsd_now_ms(), &info) == RSD_OK) s->pid = (long)info.pid;
+    if (rsd_procs_query_proc(s->procs, s->h, &info) == RSD_OK) s->pid = (long)info.pid;
     while (rsd_now_ms() < end) { /* bounded wait for the line */
         rsd_proc_event ev;
         const char *at, *nl;

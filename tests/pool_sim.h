@@ -44,14 +44,14 @@ static int psim_find(psim *s, rsd_pool_req_h h) {
 /* Pull every action and mirror it; check what each action may carry. */
 static int psim_pump(psim *s) {
     rsd_pool_action a;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     while (rsd_pool_next_action(s->pool, &a)) {
         int i;
         switch (a.kind) {
         case RSD_POOL_ACTION_SPAWN:
             if (a.slot < 0 || a.slot >= RSD_POOL_MAX_SLOTS) return psim_fail(s, "SPAWN bad slot");
             if (s->proc_state[a.slot] != 0) return psim_fail(s, "SPAWN into a live slot");
-            rsd_pool_query_stats(s->pool, &st);
+            rsd_pool_query(s->pool, &st);
             if (s->max_now && (s->overlap ? st.live_slots : st.occupied_slots) > s->max_now)
                 return psim_fail(s, "SPAWN above max");
             if (s->lease_budget && st.reserved_bytes + st.leased_bytes > s->lease_budget)
@@ -62,7 +62,7 @@ static int psim_pump(psim *s) {
             break;
         case RSD_POOL_ACTION_STOP:
             if (a.slot < 0 || a.slot >= RSD_POOL_MAX_SLOTS) return psim_fail(s, "STOP bad slot");
-            rsd_pool_query_stats(s->pool, &st);
+            rsd_pool_query(s->pool, &st);
             if (st.slots[a.slot].in_flight > 0 && a.why != RSD_POOL_WHY_SHUTDOWN)
                 return psim_fail(s, "STOP for a slot with in-flight > 0");
             if (st.slots[a.slot].pinned && a.why != RSD_POOL_WHY_LOAD_FAILED &&
@@ -81,7 +81,7 @@ static int psim_pump(psim *s) {
             i = psim_find(s, a.req);
             if (i < 0 || s->req[i].state != PSIM_WAIT) return psim_fail(s, "GRANT for unknown request");
             if (s->proc_state[a.slot] != 2) return psim_fail(s, "GRANT into a slot not ready");
-            rsd_pool_query_stats(s->pool, &st);
+            rsd_pool_query(s->pool, &st);
             if (s->req[i].excl && st.slots[a.slot].in_flight != 1)
                 return psim_fail(s, "exclusive GRANT beside other requests");
             s->req[i].state = PSIM_RUN;
@@ -103,10 +103,10 @@ static int psim_pump(psim *s) {
 
 /* Invariants that hold after every operation. */
 static int psim_check(psim *s, int max_slots, uint64_t budget) {
-    rsd_pool_stats st;
+    rsd_pool_info st;
     uint64_t bytes = 0;
     int i, live = 0, waiting = 0, running = 0, per_slot[RSD_POOL_MAX_SLOTS];
-    rsd_pool_query_stats(s->pool, &st);
+    rsd_pool_query(s->pool, &st);
     memset(per_slot, 0, sizeof per_slot);
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
         bytes += st.slots[i].reserve_bytes;
@@ -281,7 +281,7 @@ static int psim_drain(psim *s, int max_slots, uint64_t budget) {
         if (s->lease[i].id) (void)rsd_pool_lease_return(s->pool, s->lease[i], s->now);
     for (round = 0; round < 10000; round++) {
         bool any = false;
-        rsd_pool_stats st;
+        rsd_pool_info st;
         for (i = 0; i < s->nreq; i++)
             if (s->req[i].state == PSIM_RUN) {
                 if (rsd_pool_release(s->pool, s->req[i].h, s->now) != RSD_OK) return psim_fail(s, "drain release");
@@ -299,7 +299,7 @@ static int psim_drain(psim *s, int max_slots, uint64_t budget) {
         s->now += 1000;
         (void)rsd_pool_step(s->pool, s->now);
         if (psim_pump(s) < 0 || psim_check(s, max_slots, budget) < 0) return -1;
-        rsd_pool_query_stats(s->pool, &st);
+        rsd_pool_query(s->pool, &st);
         if (!any && st.waiting == 0 && st.running == 0 && st.preloads == 0) {
             for (i = 0; i < s->nreq; i++)
                 if (s->req[i].state != PSIM_FREE) return psim_fail(s, "request neither granted nor failed");

@@ -34,7 +34,7 @@ static int co_run(rsd_etcd *co) {
         rsd_pollfd fds[8];
         uint64_t now = rsd_now_ms(), dl;
         int n, timeout;
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         r = rsd_etcd_step(co, now);
         if (r < 0) return r;
         if (r > 0) CHECK(rsd_etcd_next_deadline(co) == 0); /* its end waits to be pulled */
@@ -149,7 +149,7 @@ static void test_etcd_record_over_the_arena(void) {
     rsd_etcd *a = co_new(g_etcd.coord, "host-a", 0, false), *small = NULL;
     rsd_etcd_desc d;
     rsd_attr_change ch[3];
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     char id[3][101];
     const char *key = "router|http://127.0.0.1:1/over-the-arena";
     int i;
@@ -211,7 +211,7 @@ static void test_etcd_answer_over_the_buffers(void) {
     rsd_attr_change ch[RSD_STATE_MAX_ATTR];
     rsd_etcd *big = NULL, *small = NULL;
     rsd_etcd_desc d;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     int k, i, r;
     memset(&d, 0, sizeof d);
     d.url = g_etcd.coord;
@@ -277,7 +277,7 @@ static void test_etcd_coordinator(void) {
     rsd_etcd *a = co_new(g_etcd.coord, "host-a", 0, false), *b = co_new(g_etcd.coord, "host-b", 0, false),
              *bc = co_new(g_etcd.coord, "host-b", 0, true);
     rsd_attr_change ch[2];
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     uint64_t t;
     const char *key = "router|http://127.0.0.1:1/coordinator";
     REQUIRE(a && b && bc);
@@ -362,7 +362,7 @@ static void test_etcd_coordinator(void) {
 static void test_etcd_fencing(void) {
     rsd_etcd *a = co_new(g_etcd.coord, "host-a", 0, false), *b = co_new(g_etcd.coord, "host-b", 0, false);
     rsd_attr_change ch;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     char body[128], ans[512];
     const char *key = "router|http://127.0.0.1:1/fencing";
     REQUIRE(a && b);
@@ -397,7 +397,7 @@ static void test_etcd_fencing(void) {
 /* A holder that stops (no keepalive) loses the lock when its lease expires. */
 static void test_etcd_lease_expiry(void) {
     rsd_etcd *a = co_new(g_etcd.coord, "host-a", 2, false), *b = co_new(g_etcd.coord, "host-b", 2, false);
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     uint64_t t;
     const char *key = "router|http://127.0.0.1:1/expiry";
     REQUIRE(a && b);
@@ -433,7 +433,7 @@ static void test_etcd_auth(void) {
     char ans[512];
     rsd_etcd_desc d;
     rsd_etcd *good = NULL, *bad = NULL, *none = NULL;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     const char *key = "router|http://127.0.0.1:1/auth";
     REQUIRE(etcd_start(&ep, "/auth") == 0);
     CHECK_EQ_INT(etcd_post(&ep, "/v3/auth/role/add", "{\"name\":\"root\"}", ans, sizeof ans), 200);
@@ -682,7 +682,7 @@ static void test_etcd_kill9_mid_swap(void) {
     while (!sim_has_load(&sim, "x") && rsd_now_ms() < t + 60000) (void)poll(NULL, 0, 20);
     CHECK(sim_has_load(&sim, "x"));
     { /* the child holds the lock now (it sent the load under it) */
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         REQUIRE(rsd_etcd_lock_begin(e->co, e->key, "probe", rsd_now_ms(), rsd_now_ms() + 100) == RSD_OK);
         CHECK_EQ_INT(co_run(e->co), RSD_OK);
         rsd_etcd_query(e->co, &v);
@@ -708,7 +708,7 @@ static void test_etcd_kill9_mid_swap(void) {
     CHECK(nrun <= 2);
     /* the record says w is ours; the dead host never committed x */
     {
-        rsd_etcd_view v;
+        rsd_etcd_info v;
         rsd_etcd_query(e->co, &v);
         CHECK(rsd_attr_set_find(v.attrs, "w", NULL) >= 0);
         CHECK(rsd_attr_set_find(v.attrs, "x", NULL) < 0);
@@ -729,7 +729,7 @@ static void test_etcd_stale_holder_ensure(void) {
     rsd_ensurer *a, *b;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     uint64_t end;
     int rc = RSD_PENDING, i;
     bool warned = false;
@@ -792,7 +792,7 @@ static void test_etcd_corrupt_record(void) {
     rsd_ensurer *e;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     size_t n;
     int i, told = 0;
     REQUIRE(sim_start(&sim, args) == 0);
@@ -833,7 +833,7 @@ static void test_etcd_lmstudio_shared(void) {
     rsd_ensurer *a, *b;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     REQUIRE(listen_proc_start(&sim, argv, -1) == 0);
     snprintf(sa, sizeof sa, "%s/lms-a", g_tmp);
     snprintf(sb, sizeof sb, "%s/lms-b", g_tmp);
@@ -972,7 +972,7 @@ static int prot_notices(const rsd_ensure_result *r) {
     return n;
 }
 
-static bool view_protects(const rsd_etcd_view *v, const char *model, rsd_role role) {
+static bool view_protects(const rsd_etcd_info *v, const char *model, rsd_role role) {
     int i;
     for (i = 0; i < v->n_protected; i++)
         if (rsd_str_eq_c(v->protected_models[i].model_id, model)) return v->protected_models[i].role == role;
@@ -989,7 +989,7 @@ static void test_etcd_prot_pages_coordinator(void) {
     char coord[96], host[16];
     const char *key = "router|http://127.0.0.1:1/pages";
     rsd_etcd *co, *other;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     rsd_attr_change ch;
     int i, op;
     for (i = 0; i < 200; i++) {
@@ -1083,7 +1083,7 @@ static void test_etcd_prot_too_many_models(void) {
     rsd_ensurer *e;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     int i;
     for (i = 0; i < 72; i++) {
         snprintf(names[i], sizeof names[i], "p%02d", i);
@@ -1123,7 +1123,7 @@ static void test_etcd_prot_record_over_the_arena(void) {
     rsd_ensurer *e;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     int i, k, j;
     for (i = 0; i < 3; i++) {
         memset(ids[i], 'a' + i, 199);
@@ -1174,7 +1174,7 @@ static void test_etcd_prot_mix(void) {
     rsd_ensurer *e;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    rsd_etcd_view v;
+    rsd_etcd_info v;
     int i, j, found;
     for (i = 0; i < 10; i++) snprintf(names[i], sizeof names[i], "mix%d", i);
     for (i = 0; i < 8; i++) own[i] = names[i];

@@ -257,6 +257,7 @@ static void test_grant_flow(void) {
     rsd_fleet *f;
     rsd_pool_req_h req, req2;
     rsd_fleet_model_info mi;
+    rsd_fleet_info fi;
     uint16_t port, port2 = 0;
     int a;
     const logged *l;
@@ -275,9 +276,12 @@ static void test_grant_flow(void) {
     CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200);
     CHECK_EQ_INT(http_status(port, "POST", "/v1/chat/completions",
                              "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), 200);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, &mi), RSD_OK);
     CHECK(mi.pid == l->ev.pid && mi.port == port && mi.ready_ms >= mi.started_ms && mi.started_ms > 0);
     CHECK_EQ_INT(mi.pool.running, 1);
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.models == 1 && fi.processes == 1 && fi.ready == 1 && fi.starting == 0 && fi.stopping == 0);
+    CHECK(!fi.stopped && fi.pool.running == 1 && fi.pool.spawns == 1);
     CHECK_EQ_INT(rsd_fleet_release(f, req, tnow()), RSD_OK);
     /* resident now: granted at once */
     CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &req2, &port2), RSD_OK);
@@ -325,7 +329,7 @@ static void test_missing_binary(void) {
     CHECK_EQ_INT(rsd_fleet_release(f, req, tnow()), RSD_OK);
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), &md, &req, &port), RSD_ERR_FLEET_START);
     CHECK_EQ_INT(req.id, 0);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, m, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, m, &mi), RSD_OK);
     CHECK_EQ_INT(mi.last_result, RSD_ERR_FLEET_START);
     REQUIRE(mi.last_error != NULL);
     CHECK(strstr(mi.last_error, "No such file or directory") != NULL);
@@ -333,13 +337,13 @@ static void test_missing_binary(void) {
     CHECK(strstr(mi.last_error, "ghost") != NULL);
     CHECK_EQ_INT(rsd_fleet_load(f, m, tnow()), RSD_ERR_FLEET_START);
     CHECK_EQ_INT(rsd_fleet_acquire(f, nofile, tnow(), NULL, &req, &port), RSD_ERR_FLEET_START);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, nofile, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, nofile, &mi), RSD_OK);
     REQUIRE(mi.last_error != NULL);
     CHECK(strstr(mi.last_error, "cannot read model file /nonexistent/models/nofile.gguf") != NULL);
     drain(f);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 0);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, -1), 0);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, good, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, good, &mi), RSD_OK);
     CHECK_EQ_INT(mi.pool.state, RSD_POOL_SLOT_READY);
     finish(f);
     CHECK_EQ_INT(count_fds(), fd0);
@@ -376,7 +380,7 @@ static void test_spawn_failure_backs_off(void) {
     CHECK(strstr(l->msg, "noexec-server") != NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, m), 1);
     CHECK(rsd_fleet_idle(f));
-    CHECK_EQ_INT(rsd_fleet_query_model(f, m, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, m, &mi), RSD_OK);
     CHECK(mi.retry_at_ms > tnow());
     CHECK(mi.last_error && strstr(mi.last_error, "Exec format error"));
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_ERR_POOL_BACKOFF);
@@ -400,7 +404,7 @@ static void test_failed_start_restores_evicted(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     rsd_pool_req_h req;
     uint16_t port;
     log_reset();
@@ -419,10 +423,10 @@ static void test_failed_start_restores_evicted(void) {
         r = rsd_fleet_acquire(f, bad, tnow(), NULL, &req, &port);
         CHECK_EQ_INT(r, RSD_ERR_POOL_BACKOFF);
     }
-    CHECK_EQ_INT(rsd_fleet_query_model(f, bad, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, bad, &mi), RSD_OK);
     CHECK(mi.last_error && strstr(mi.last_error, "exiting due to model loading error"));
     CHECK(mi.retry_at_ms > 0);
-    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    rsd_pool_query(rsd_fleet_pool(f), &st);
     CHECK_EQ_INT(st.evictions, 1);
     CHECK_EQ_INT(st.restores, 1);
     CHECK_EQ_INT(rsd_fleet_acquire(f, good, tnow(), NULL, &req, &port), RSD_OK);
@@ -439,14 +443,14 @@ static void test_child_slots_bound_requests(void) {
     int fd0 = count_fds(), a, i, granted = 0;
     rsd_fleet *f;
     rsd_pool_req_h r[3];
-    rsd_pool_stats st;
+    rsd_pool_info st;
     uint16_t port;
     log_reset();
     f = mk_fleet(1, 0);
     REQUIRE(f != NULL);
     a = add(f, "a", NULL); /* spec.parallel = 2, pool max_in_flight 0 */
     REQUIRE(acquire_wait(f, a, &r[0]) > 0);
-    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    rsd_pool_query(rsd_fleet_pool(f), &st);
     CHECK_EQ_INT(st.slots[0].max_in_flight, 2);
     for (i = 1; i < 3; i++) {
         int rc = rsd_fleet_acquire(f, a, tnow(), NULL, &r[i], &port);
@@ -454,7 +458,7 @@ static void test_child_slots_bound_requests(void) {
         else CHECK_EQ_INT(rc, RSD_PENDING);
     }
     CHECK_EQ_INT(granted, 1);
-    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    rsd_pool_query(rsd_fleet_pool(f), &st);
     CHECK_EQ_INT(st.running, 2);
     CHECK_EQ_INT(st.waiting, 1);
     CHECK_EQ_INT(rsd_fleet_release(f, r[0], tnow()), RSD_OK);
@@ -510,8 +514,8 @@ static void test_two_models_concurrently(void) {
     /* both held at once: each answers */
     CHECK_EQ_INT(http_status(pa, "GET", "/v1/models", NULL), 200);
     CHECK_EQ_INT(http_status(pb, "GET", "/v1/models", NULL), 200);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &ia), RSD_OK);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, b, tnow(), &ib), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, &ia), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, b, &ib), RSD_OK);
     CHECK(ia.pid > 0 && ib.pid > 0 && ia.pid != ib.pid);
     CHECK_EQ_INT(ia.pool.state, RSD_POOL_SLOT_READY);
     CHECK_EQ_INT(ib.pool.state, RSD_POOL_SLOT_READY);
@@ -543,9 +547,9 @@ static void test_lru_evicts_idle(void) {
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
     CHECK(stop_of(a, RSD_POOL_WHY_EVICT) != NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 1);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &ia), RSD_OK);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, b, tnow(), &ib), RSD_OK);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, c, tnow(), &ic), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, &ia), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, b, &ib), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, c, &ic), RSD_OK);
     CHECK(ia.pid == 0 && ia.pool.slot == -1);
     CHECK(ib.pid > 0 && ic.pid > 0);
     CHECK(evictions_were_idle(f, &stops));
@@ -719,7 +723,7 @@ static void test_ttl_expiry(void) {
     REQUIRE(port > 0);
     rel = tnow();
     CHECK_EQ_INT(rsd_fleet_release(f, r, rel), RSD_OK);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, &mi), RSD_OK);
     CHECK_EQ_INT(mi.idle_deadline_ms, rel + 60000);
     CHECK(mi.last_used_ms == rel);
     CHECK(rsd_fleet_next_deadline(f) <= rel + 60000);
@@ -883,7 +887,7 @@ static void test_early_exit_fails_waiters(void) {
     CHECK(rsd_fleet_idle(f));
     {
         rsd_fleet_model_info mi;
-        CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+        CHECK_EQ_INT(rsd_fleet_query_model(f, a, &mi), RSD_OK);
         CHECK_EQ_INT(mi.last_result, RSD_ERR_FLEET_START);
         CHECK_EQ_INT(mi.pool.slot, -1);
     }
@@ -1088,6 +1092,7 @@ static void test_event_queue_bounded(void) {
     rsd_fleet_model_desc md;
     rsd_fleet *f;
     rsd_fleet_event ev;
+    rsd_fleet_info fi;
     rsd_pool_req_h r[30];
     uint16_t port;
     logcap lc;
@@ -1106,7 +1111,9 @@ static void test_event_queue_bounded(void) {
         CHECK_EQ_INT(rsd_pool_reset_backoff(rsd_fleet_pool(f), m), RSD_OK); /* each fails: no backoff here */
         CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &r[i], &port), RSD_PENDING);
     }
-    CHECK_EQ_INT(rsd_fleet_events_dropped(f), 30 - (2 * 4 + 16));
+    rsd_fleet_query(f, &fi);
+    CHECK_EQ_INT(fi.events_dropped, 30 - (2 * 4 + 16));
+    CHECK(fi.events_waiting >= 2 * 4 + 16); /* the full GRANT/FAIL queue, and narration */
     CHECK(lc.dropped >= 6);
     CHECK_EQ_INT(lc.start_failed, 30);
     CHECK(strstr(lc.msg, "Exec format error") != NULL);
@@ -1120,6 +1127,9 @@ static void test_event_queue_bounded(void) {
         }
     CHECK_EQ_INT(fails, 2 * 4 + 16);
     CHECK_EQ_INT(first, 6); /* the six oldest were dropped */
+    rsd_fleet_query(f, &fi);
+    CHECK_EQ_INT(fi.events_waiting, 0);
+    CHECK_EQ_INT(fi.processes, 0); /* none ever ran */
     rsd_fleet_destroy(f);
 }
 
@@ -1148,11 +1158,11 @@ static void test_cancel_withdraws_queued_events(void) {
         int n = rsd_fleet_pollfds(f, fds, 64);
         (void)rsd_poll(fds, n > 64 ? 64 : n, 10);
         (void)rsd_fleet_step(f, tnow());
-        CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+        CHECK_EQ_INT(rsd_fleet_query_model(f, a, &mi), RSD_OK);
     } while (mi.pool.running == 0 && now_ms() < end);
     CHECK_EQ_INT(mi.pool.running, 1);
     CHECK_EQ_INT(rsd_fleet_cancel(f, r, tnow()), RSD_OK);
-    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, &mi), RSD_OK);
     CHECK_EQ_INT(mi.pool.running, 0);
     drain(f);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_READY, a), 1);
@@ -1232,7 +1242,7 @@ static void test_loaded_line_probes_at_once(void) {
         (void)rsd_poll(NULL, 0, 2);
     }
     REQUIRE(strstr(tail, "model loaded") != NULL);
-    REQUIRE(rsd_procs_query(f->procs, s->proc, 0, &info) == RSD_OK);
+    REQUIRE(rsd_procs_query_proc(f->procs, s->proc, &info) == RSD_OK);
     listen = strstr(tail, "srv  llama_server: listening on");
     REQUIRE(listen != NULL);
     s->probe_sent_ms = 5000;
@@ -1301,8 +1311,8 @@ static void test_hanging_health(void) {
     CHECK(strstr(l->msg, "GET /health") != NULL);
     CHECK(await_idle(f));
     {
-        rsd_http_client_stats cs;
-        rsd_http_client_query_stats(f->client, &cs); /* white-box: the probes timed out */
+        rsd_http_client_info cs;
+        rsd_http_client_query(f->client, &cs); /* white-box: the probes timed out */
         CHECK(cs.timeouts >= 2);
     }
     finish(f);
@@ -1350,7 +1360,7 @@ static void test_lease_stops_idle_and_restores(void) {
     CHECK(stop_of(a, RSD_POOL_WHY_LEASE) != NULL);
     CHECK(stop_of(b, RSD_POOL_WHY_LEASE) == NULL);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
-    CHECK_EQ_INT(rsd_pool_lease_query(rsd_fleet_pool(f), lease, &li), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_query_lease(rsd_fleet_pool(f), lease, &li), RSD_OK);
     CHECK(li.ready);
     CHECK(li.granted == 5ull << 30);
     CHECK(li.stopped == (1ull << a));
@@ -1362,7 +1372,7 @@ static void test_lease_stops_idle_and_restores(void) {
     CHECK_EQ_INT(rsd_fleet_cancel(f, rc, tnow()), RSD_OK);
     CHECK_EQ_INT(rsd_pool_lease_return(rsd_fleet_pool(f), lease, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_READY, a, 1) != NULL); /* restored without a request */
-    CHECK_EQ_INT(rsd_pool_lease_query(rsd_fleet_pool(f), lease, &li), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_query_lease(rsd_fleet_pool(f), lease, &li), RSD_ERR_POOL_STALE);
     CHECK_EQ_INT(rsd_fleet_release(f, rb, tnow()), RSD_OK);
     finish(f);
     CHECK_EQ_INT(count_fds(), fd0);
@@ -1407,6 +1417,7 @@ static void test_stop_hold(void) {
     int fd0 = count_fds(), a;
     rsd_fleet_desc d;
     rsd_fleet *f;
+    rsd_fleet_info fi;
     rsd_pool_req_h r;
     const logged *st;
     uint16_t port;
@@ -1433,8 +1444,12 @@ static void test_stop_hold(void) {
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 0);
     CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200); /* still serving its own endpoints */
     CHECK(rsd_fleet_next_deadline(f) <= tnow() + 60000);
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.processes == 1 && fi.stopping == 1 && fi.held_stops == 1 && fi.ready == 0);
     CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_OK);
     CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_ERR_NOT_FOUND); /* once */
+    rsd_fleet_query(f, &fi);
+    CHECK_EQ_INT(fi.held_stops, 0);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
     /* a hold nobody lets go of ends by itself */
     port = acquire_wait(f, a, &r);

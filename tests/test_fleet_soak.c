@@ -212,8 +212,8 @@ static void test_soak(void) {
     while (!rsd_fleet_idle(s.f) && now_ms() < end) pump(&s);
     CHECK(rsd_fleet_idle(s.f));
     {
-        rsd_pool_stats ps;
-        rsd_pool_query_stats(rsd_fleet_pool(s.f), &ps);
+        rsd_pool_info ps;
+        rsd_pool_query(rsd_fleet_pool(s.f), &ps);
         CHECK_EQ_INT(ps.running, 0);
         CHECK_EQ_INT(ps.waiting, 0);
         CHECK_EQ_INT(ps.releases, (uint64_t)s.total);

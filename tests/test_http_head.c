@@ -1,4 +1,4 @@
-/* The HTTP client's response head before the body ends (rsd_http_query_head) and
+/* The HTTP client's response head before the body ends (rsd_http_client_query_req) and
    rsd_http_pause taking effect inside the read loop. The peer is a raw loopback socket
    the test writes by hand, so it decides exactly when head and body bytes exist. No
    sleeps: every wait is a poll() on the sockets involved, bounded by a count. */
@@ -91,9 +91,9 @@ typedef struct head_ctx {
 
 static void head_on_body(void *user, const char *data, size_t len) {
     head_ctx *x = (head_ctx *)user;
-    rsd_http_head_info hi;
+    rsd_http_req_info hi;
     x->calls++;
-    if (rsd_http_query_head(x->c, x->h, &hi) == RSD_OK) x->status_seen = hi.status;
+    if (rsd_http_client_query_req(x->c, x->h, &hi) == RSD_OK) x->status_seen = hi.status;
     if (x->bytes + len <= sizeof x->data) memcpy(x->data + x->bytes, data, len);
     x->bytes += len;
 }
@@ -103,7 +103,7 @@ static void test_head_before_body_ends(void) {
     int lfd = raw_listen(&port), fd, i;
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_request q;
-    rsd_http_head_info hi;
+    rsd_http_req_info hi;
     rsd_http_event ev;
     rsd_http_req_h stale;
     head_ctx x;
@@ -119,22 +119,22 @@ static void test_head_before_body_ends(void) {
     x.c = c;
     REQUIRE(rsd_http_send(c, &q, 0, &x.h) == RSD_OK);
     /* queued: nothing yet */
-    CHECK_EQ_INT(rsd_http_query_head(c, x.h, &hi), RSD_PENDING);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, x.h, &hi), RSD_PENDING);
     CHECK(!hi.done && hi.status == 0);
     fd = accept_request(c, lfd);
     REQUIRE(fd >= 0);
     /* the request went out, no answer yet */
     (void)rsd_http_client_step(c, 0);
-    CHECK_EQ_INT(rsd_http_query_head(c, x.h, &hi), RSD_PENDING);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, x.h, &hi), RSD_PENDING);
     /* an interim 100 alone is never reported as the head */
     REQUIRE(send_all(fd, head, 25));
     for (i = 0; i < 5; i++) pump(c);
-    CHECK_EQ_INT(rsd_http_query_head(c, x.h, &hi), RSD_PENDING);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, x.h, &hi), RSD_PENDING);
     REQUIRE(send_all(fd, head + 25, sizeof head - 1 - 25));
     for (i = 0; i < 200 && x.bytes < 3; i++) pump(c);
     CHECK_EQ_INT(x.bytes, 3);
     CHECK_EQ_INT(x.status_seen, 201); /* available from inside on_body */
-    REQUIRE(rsd_http_query_head(c, x.h, &hi) == RSD_OK);
+    REQUIRE(rsd_http_client_query_req(c, x.h, &hi) == RSD_OK);
     CHECK_EQ_INT(hi.status, 201);
     CHECK_EQ_INT(hi.minor_version, 1);
     CHECK(rsd_str_eq_c(hi.reason, "Created"));
@@ -153,17 +153,17 @@ static void test_head_before_body_ends(void) {
     CHECK_EQ_INT(x.bytes, 10);
     CHECK(memcmp(x.data, "abcdefghij", 10) == 0);
     /* delivered, not yet released: the head is still readable, done */
-    REQUIRE(rsd_http_query_head(c, x.h, &hi) == RSD_OK);
+    REQUIRE(rsd_http_client_query_req(c, x.h, &hi) == RSD_OK);
     CHECK(hi.done);
     CHECK_EQ_INT(hi.body_bytes, 10);
     CHECK(rsd_str_eq_c(rsd_http_header_get(hi.headers, hi.num_headers, "X-Extra"), "v1"));
     stale = x.h;
     (void)rsd_http_client_step(c, 0); /* releases the event */
-    CHECK_EQ_INT(rsd_http_query_head(c, stale, &hi), RSD_ERR_NOT_FOUND);
-    CHECK_EQ_INT(rsd_http_query_head(c, stale, NULL), RSD_ERR_ARG);
-    CHECK_EQ_INT(rsd_http_query_head(NULL, stale, &hi), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, stale, &hi), RSD_ERR_NOT_FOUND);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, stale, NULL), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_http_client_query_req(NULL, stale, &hi), RSD_ERR_ARG);
     stale.id = 0;
-    CHECK_EQ_INT(rsd_http_query_head(c, stale, &hi), RSD_ERR_NOT_FOUND);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, stale, &hi), RSD_ERR_NOT_FOUND);
     rsdi_sock_close(fd);
     rsdi_sock_close(lfd);
     rsd_http_client_destroy(c);
@@ -175,7 +175,7 @@ static void test_head_error_and_chunked(void) {
     int lfd = raw_listen(&port), fd, i;
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_request q;
-    rsd_http_head_info hi;
+    rsd_http_req_info hi;
     rsd_http_event ev;
     head_ctx x;
     REQUIRE(lfd >= 0 && c);
@@ -190,7 +190,7 @@ static void test_head_error_and_chunked(void) {
     REQUIRE(fd >= 0);
     REQUIRE(send_str(fd, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nxyz\r\n"));
     for (i = 0; i < 200 && x.bytes < 3; i++) pump(c);
-    REQUIRE(rsd_http_query_head(c, x.h, &hi) == RSD_OK);
+    REQUIRE(rsd_http_client_query_req(c, x.h, &hi) == RSD_OK);
     CHECK(hi.framing.chunked);
     CHECK_EQ_INT(hi.framing.content_length, -1);
     /* the peer hangs up mid-body: the event says CLOSED, the head stays readable */
@@ -198,7 +198,7 @@ static void test_head_error_and_chunked(void) {
     for (i = 0; i < 200 && !rsd_http_next_event(c, &ev); i++) pump(c);
     REQUIRE(i < 200);
     CHECK_EQ_INT(ev.result, RSD_ERR_CLOSED);
-    CHECK_EQ_INT(rsd_http_query_head(c, x.h, &hi), RSD_OK);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, x.h, &hi), RSD_OK);
     (void)rsd_http_client_step(c, 0);
 
     /* no head at all: the request's error */
@@ -211,9 +211,9 @@ static void test_head_error_and_chunked(void) {
     REQUIRE(send_str(fd, "HTTP/1.1 2x0 Bad\r\n\r\n"));
     for (i = 0; i < 200; i++) {
         pump(c);
-        if (rsd_http_query_head(c, x.h, &hi) != RSD_PENDING) break;
+        if (rsd_http_client_query_req(c, x.h, &hi) != RSD_PENDING) break;
     }
-    CHECK_EQ_INT(rsd_http_query_head(c, x.h, &hi), RSD_ERR_PROTOCOL);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, x.h, &hi), RSD_ERR_PROTOCOL);
     CHECK(hi.done);
     CHECK(rsd_http_next_event(c, &ev));
     CHECK_EQ_INT(ev.result, RSD_ERR_PROTOCOL);
@@ -281,7 +281,7 @@ static void run_pause(bool chunked) {
     rsd_http_client *c;
     rsd_http_request q;
     rsd_http_event ev;
-    rsd_http_head_info hi;
+    rsd_http_req_info hi;
     pause_ctx x;
     bool got = false;
     memset(&d, 0, sizeof d);
@@ -316,7 +316,7 @@ static void run_pause(bool chunked) {
             CHECK_EQ_INT(nfds, 0);
             (void)rsd_http_client_step(c, 0);
             CHECK_EQ_INT(x.calls, before);
-            REQUIRE(rsd_http_query_head(c, x.h, &hi) == RSD_OK);
+            REQUIRE(rsd_http_client_query_req(c, x.h, &hi) == RSD_OK);
             CHECK(hi.paused);
             CHECK_EQ_INT(hi.body_bytes, x.bytes);
             paused_steps++;
@@ -361,7 +361,7 @@ static void test_pause_before_head(void) {
     int lfd = raw_listen(&port), fd, i;
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_request q;
-    rsd_http_head_info hi;
+    rsd_http_req_info hi;
     rsd_http_event ev;
     head_ctx x;
     rsd_http_req_h h;
@@ -383,7 +383,7 @@ static void test_pause_before_head(void) {
         (void)rsd_poll(&p, 1, 10);
         (void)rsd_http_client_step(c, 0);
     }
-    CHECK_EQ_INT(rsd_http_query_head(c, x.h, &hi), RSD_PENDING);
+    CHECK_EQ_INT(rsd_http_client_query_req(c, x.h, &hi), RSD_PENDING);
     CHECK(hi.paused);
     CHECK_EQ_INT(x.calls, 0);
     CHECK_EQ_INT(rsd_http_pause(c, x.h, false), RSD_OK);

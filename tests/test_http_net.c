@@ -293,8 +293,8 @@ static void test_keepalive_reuse(void) {
     rsd_http_client_desc cd;
     rsd_http_server *s;
     rsd_http_client *c;
-    rsd_http_server_stats ss;
-    rsd_http_client_stats cs;
+    rsd_http_server_info ss;
+    rsd_http_client_info cs;
     rsd_http_event ev;
     srv_ctx x;
     int i;
@@ -314,8 +314,8 @@ static void test_keepalive_reuse(void) {
     REQUIRE(get(c, s, &x, "/missing", NULL, 1000, &ev));
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK_EQ_INT(ev.status, 404);
-    rsd_http_server_query_stats(s, &ss);
-    rsd_http_client_query_stats(c, &cs);
+    rsd_http_server_query(s, &ss);
+    rsd_http_client_query(c, &cs);
     CHECK_EQ_INT(ss.accepts, 1);
     CHECK_EQ_INT(ss.requests, 6);
     CHECK_EQ_INT(cs.connects, 1);
@@ -329,7 +329,7 @@ static void test_keepalive_reuse(void) {
 static void test_close_idle(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_client_stats cs;
+    rsd_http_client_info cs;
     rsd_http_event ev;
     srv_ctx x;
     uint16_t port;
@@ -347,7 +347,7 @@ static void test_close_idle(void) {
     REQUIRE(get(c, s, &x, "/health", NULL, 1000, &ev));
     CHECK_EQ_INT(ev.status, 200);
     CHECK_EQ_INT(ev.reused, 0);
-    rsd_http_client_query_stats(c, &cs);
+    rsd_http_client_query(c, &cs);
     CHECK_EQ_INT(cs.connects, 2);
     CHECK_EQ_INT(rsd_http_client_close_idle(c, NULL, port), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_http_client_close_idle(NULL, "127.0.0.1", port), RSD_ERR_ARG);
@@ -612,8 +612,8 @@ static void test_stale_idle_not_reused(void) {
     rsd_http_server *s;
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_event ev;
-    rsd_http_client_stats cs;
-    rsd_http_server_stats ss;
+    rsd_http_client_info cs;
+    rsd_http_server_info ss;
     srv_ctx x;
     memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x);
     sd.idle_timeout_ms = 100;
@@ -622,13 +622,13 @@ static void test_stale_idle_not_reused(void) {
     REQUIRE(get(c, s, &x, "/health", NULL, 0, &ev));
     CHECK_EQ_INT(ev.result, RSD_OK);
     (void)rsd_http_server_step(s, 200); /* idle connection expires server-side */
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.closes, 1);
     REQUIRE(get(c, s, &x, "/health", NULL, 200, &ev));
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK(rsd_str_eq_c(ev.body, "ok"));
     CHECK(!ev.retried && !ev.reused);
-    rsd_http_client_query_stats(c, &cs);
+    rsd_http_client_query(c, &cs);
     CHECK_EQ_INT(cs.retries, 0);
     CHECK_EQ_INT(cs.stale, 1);
     CHECK_EQ_INT(cs.connects, 2);
@@ -636,10 +636,10 @@ static void test_stale_idle_not_reused(void) {
     REQUIRE(get(c, s, &x, "/echo", "POST", 400, &ev));
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK(!ev.retried);
-    rsd_http_client_query_stats(c, &cs);
+    rsd_http_client_query(c, &cs);
     CHECK_EQ_INT(cs.stale, 2);
     CHECK_EQ_INT(cs.connects, 3);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.requests, 3);
     rsd_http_client_destroy(c);
     rsd_http_server_destroy(s);
@@ -670,7 +670,7 @@ static void test_stale_retry(void) {
     uint16_t port;
     int lfd = raw_listen(&port), fd, fd2;
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_client_stats cs;
+    rsd_http_client_info cs;
     rsd_http_request q;
     rsd_http_req_h h;
     rsd_http_event ev;
@@ -704,7 +704,7 @@ static void test_stale_retry(void) {
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK_EQ_INT(ev.status, 200);
     CHECK(ev.retried);
-    rsd_http_client_query_stats(c, &cs);
+    rsd_http_client_query(c, &cs);
     CHECK_EQ_INT(cs.retries, 1);
     CHECK_EQ_INT(cs.connects, 2);
     /* a POST without retry_any_method: not resent (it may have run) */
@@ -716,7 +716,7 @@ static void test_stale_retry(void) {
     REQUIRE(raw_wait_event(c, &ev));
     CHECK(ev.result == RSD_ERR_CLOSED || ev.result == RSD_ERR_IO);
     CHECK(!ev.retried);
-    rsd_http_client_query_stats(c, &cs);
+    rsd_http_client_query(c, &cs);
     CHECK_EQ_INT(cs.retries, 1);
     CHECK_EQ_INT(cs.connects, 2);
     close(lfd);
@@ -814,7 +814,7 @@ static void test_server_bad_clients(void) {
     rsd_http_server *s;
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_event ev;
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     srv_ctx x;
     enum { NBAD = 6 };
     const char *bad[NBAD];
@@ -866,7 +866,7 @@ static void test_server_bad_clients(void) {
     REQUIRE(get(c, s, &x, "/health", NULL, 0, &ev));
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK(ev.reused);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.bad_requests, NBAD);
     CHECK_EQ_INT(ss.accepts, NBAD + 1);
     rsd_http_client_destroy(c);
@@ -892,7 +892,7 @@ static void test_deferred_and_closed(void) {
     REQUIRE(x.deferred.id != 0);
     for (i = 0; i < 5; i++) { pump_ex(c, s, 0, 5, NULL, 0); serve(s, &x); }
     CHECK(!rsd_http_next_event(c, &ev));
-    CHECK_EQ_INT(rsd_http_server_query(s, x.deferred, &sev), RSD_OK);
+    CHECK_EQ_INT(rsd_http_server_query_req(s, x.deferred, &sev), RSD_OK);
     CHECK(sev.head && rsd_str_eq_c(sev.head->target, "/defer"));
     CHECK_EQ_INT(rsd_http_respond(s, x.deferred, 202, NULL, 0, "later", 5), RSD_OK);
     CHECK_EQ_INT(rsd_http_respond(s, x.deferred, 202, NULL, 0, "again", 5), RSD_ERR_NOT_FOUND);
@@ -1471,7 +1471,7 @@ static void test_names_and_ipv6(void) {
 static void test_server_request_timeout(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     srv_ctx x;
     int fd, i;
     memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x);
@@ -1485,10 +1485,10 @@ static void test_server_request_timeout(void) {
     for (i = 0; i < 5; i++) pump_ex(NULL, s, 1000, 5, NULL, 0);
     CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1100);
     pump_ex(NULL, s, 1099, 5, NULL, 0);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.bad_requests, 0);
     pump_ex(NULL, s, 1100, 5, NULL, 0); /* 408 and close */
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.bad_requests, 1);
     CHECK_EQ_INT(ss.closes, 1);
     close(fd);
@@ -1602,7 +1602,7 @@ static void test_bad_responses(void) {
     uint16_t port;
     int lfd = raw_listen(&port);
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_client_stats cs;
+    rsd_http_client_info cs;
     REQUIRE(lfd >= 0 && c);
     REQUIRE(rsdi_fd_nonblock(lfd) == 0); /* accept only what is there */
     for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -1636,7 +1636,7 @@ static void test_bad_responses(void) {
         CHECK_EQ_INT(ev.result, cases[k].want);
         if (pfd >= 0) close(pfd);
     }
-    rsd_http_client_query_stats(c, &cs);
+    rsd_http_client_query(c, &cs);
     /* only the 204 left a reusable socket: the next request found it closed by the peer
        before using it and connected afresh */
     CHECK_EQ_INT(cs.connects, sizeof cases / sizeof cases[0]);
@@ -1670,7 +1670,7 @@ static void test_fast_stream_step_bounded(void) {
     rsd_http_request q;
     rsd_http_req_h h;
     rsd_http_event ev;
-    rsd_http_head_info hi;
+    rsd_http_req_info hi;
     uint16_t port;
     uint64_t prev = 0, max_step = 0;
     int lfd = raw_listen(&port), i, steps = 0, st = 0;
@@ -1717,7 +1717,7 @@ static void test_fast_stream_step_bounded(void) {
             (void)setsockopt(pf.fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof rb);
         }
         pump_ex(c, NULL, 0, 50, NULL, 0);
-        if (rsd_http_query_head(c, h, &hi) != RSD_OK) continue;
+        if (rsd_http_client_query_req(c, h, &hi) != RSD_OK) continue;
         if (hi.body_bytes - prev > max_step) max_step = hi.body_bytes - prev;
         if (hi.body_bytes > prev) steps++;
         prev = hi.body_bytes;
@@ -1727,7 +1727,7 @@ static void test_fast_stream_step_bounded(void) {
     CHECK(max_step <= (uint64_t)RSDI_STEP_READ_BYTES + BUF);
     CHECK(g_sse_events > 0);
     /* past the deadline: this very step completes it, after at most one receive */
-    CHECK(rsd_http_query_head(c, h, &hi) == RSD_OK && !hi.done);
+    CHECK(rsd_http_client_query_req(c, h, &hi) == RSD_OK && !hi.done);
     (void)rsd_http_client_step(c, 1000);
     got = rsd_http_next_event(c, &ev);
     CHECK(got);
@@ -1766,7 +1766,7 @@ static void test_server_exhaustion(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     rsd_http_event ev;
     rsd_http_request q;
     rsd_http_req_h h;
@@ -1782,7 +1782,7 @@ static void test_server_exhaustion(void) {
     /* N idle sockets fill the table */
     for (k = 0; k < N; k++) REQUIRE((fds[k] = raw_connect(rsd_http_server_port(s))) >= 0);
     for (i = 0; i < 100; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.accepts == N) break;
         pump_ex(NULL, s, now, 20, NULL, 0);
     }
@@ -1791,7 +1791,7 @@ static void test_server_exhaustion(void) {
     got = get(c, s, &x, "/health", NULL, now, &ev);
     CHECK(got);
     if (got) CHECK_EQ_INT(ev.status, 200);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.evictions, 1);
     CHECK_EQ_INT(count_closed(fds, N), 1);
     for (k = 0; k < N; k++) close(fds[k]);
@@ -1807,7 +1807,7 @@ static void test_server_exhaustion(void) {
         CHECK(send(fds[k], "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL) == 16);
     }
     for (i = 0; i < 100; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.accepts == 2 * N + 1) break;
         pump_ex(NULL, s, now, 20, NULL, 0);
     }
@@ -1820,7 +1820,7 @@ static void test_server_exhaustion(void) {
     got = get(c, s, &x, "/health", NULL, now, &ev);
     CHECK(got);
     if (got) CHECK_EQ_INT(ev.status, 200);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.evictions, 2);
     CHECK_EQ_INT(ss.bad_requests, 0);
     CHECK_EQ_INT(count_closed(fds, N), 1);
@@ -1853,7 +1853,7 @@ static void test_server_exhaustion(void) {
         pump_ex(c, s, now, 5, NULL, 0);
     }
     CHECK(!rsd_http_next_event(c, &ev));
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.evictions, 2);
     CHECK_EQ_INT(rsd_http_respond(s, held[0], 204, NULL, 0, NULL, 0), RSD_OK);
     close(fds[0]);
@@ -1874,7 +1874,7 @@ static void test_server_exhaustion(void) {
 static void test_server_first_byte_and_head_deadlines(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     int idle, slow, body, i;
     char buf[256];
     memset(&sd, 0, sizeof sd);
@@ -1887,7 +1887,7 @@ static void test_server_first_byte_and_head_deadlines(void) {
     body = raw_connect(rsd_http_server_port(s));
     REQUIRE(idle >= 0 && slow >= 0 && body >= 0);
     for (i = 0; i < 100; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.accepts == 3) break;
         pump_ex(NULL, s, 1000, 20, NULL, 0);
     }
@@ -1897,10 +1897,10 @@ static void test_server_first_byte_and_head_deadlines(void) {
     for (i = 0; i < 5; i++) pump_ex(NULL, s, 1000, 5, NULL, 0);
     CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1000 + RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS);
     pump_ex(NULL, s, 1000 + RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS - 1, 5, NULL, 0);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.closes, 0);
     pump_ex(NULL, s, 1000 + RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS, 5, NULL, 0);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.closes, 2);      /* the silent one closed, the slow head got 408 */
     CHECK_EQ_INT(ss.bad_requests, 1);
     CHECK_EQ_INT(count_closed(&idle, 1), 1);
@@ -1917,7 +1917,7 @@ static void test_server_body_deadline(void) {
     enum { BT = RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS };
     rsd_http_server_desc sd;
     rsd_http_server *s;
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     const char *req = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc";
     char buf[256];
     int fd, i;
@@ -1928,7 +1928,7 @@ static void test_server_body_deadline(void) {
     REQUIRE((fd = raw_connect(rsd_http_server_port(s))) >= 0);
     CHECK(send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
     for (i = 0; i < 100; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.accepts == 1) break;
         pump_ex(NULL, s, 1000, 20, NULL, 0);
     }
@@ -1938,10 +1938,10 @@ static void test_server_body_deadline(void) {
     for (i = 0; i < 100 && rsd_http_server_next_deadline(s) != 4000 + BT; i++) pump_ex(NULL, s, 4000, 20, NULL, 0);
     CHECK_EQ_INT(rsd_http_server_next_deadline(s), 4000 + BT);
     pump_ex(NULL, s, 4000 + BT - 1, 5, NULL, 0);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.closes, 0);
     pump_ex(NULL, s, 4000 + BT, 5, NULL, 0);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.bad_requests, 1);
     CHECK(raw_read_head(fd, buf, sizeof buf) > 0 && strncmp(buf, "HTTP/1.1 408 ", 13) == 0);
     close(fd);
@@ -1956,7 +1956,7 @@ static void test_server_exhaustion_slow_bodies(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     rsd_http_server_event sev;
     rsd_http_event ev;
     rsd_http_sreq_h held;
@@ -1985,7 +1985,7 @@ static void test_server_exhaustion_slow_bodies(void) {
         CHECK(send(fds[k], slow, strlen(slow), MSG_NOSIGNAL) == (ssize_t)strlen(slow));
     }
     for (i = 0; i < 100; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.accepts == N) break;
         pump_ex(NULL, s, now, 20, NULL, 0);
     }
@@ -2001,7 +2001,7 @@ static void test_server_exhaustion_slow_bodies(void) {
     got = get(c, s, &x, "/health", NULL, now, &ev);
     CHECK(got);
     if (got) CHECK_EQ_INT(ev.status, 200);
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.evictions, 1);
     CHECK_EQ_INT(ss.bad_requests, 0);
     CHECK_EQ_INT(count_closed(fds + 2, 1), 1);
@@ -2021,7 +2021,7 @@ static void test_server_full_no_spin(void) {
     enum { N = 2 };
     rsd_http_server_desc sd;
     rsd_http_server *s;
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     rsd_pollfd pf[8];
     int fds[N + 1], k, i, n;
     memset(&sd, 0, sizeof sd);
@@ -2030,7 +2030,7 @@ static void test_server_full_no_spin(void) {
     REQUIRE(s);
     for (k = 0; k < N; k++) REQUIRE((fds[k] = raw_connect(rsd_http_server_port(s))) >= 0);
     for (i = 0; i < 100; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.accepts == N) break;
         pump_ex(NULL, s, 1000, 20, NULL, 0);
     }
@@ -2043,10 +2043,10 @@ static void test_server_full_no_spin(void) {
         CHECK_EQ_INT(poll((struct pollfd *)(void *)pf, (nfds_t)n, 0), 0); /* nothing wakes at once */
         CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1001);
     }
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.evictions, 0);
     for (i = 0; i < 100; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.accepts == N + 1) break;
         pump_ex(NULL, s, 1001, 20, NULL, 0);
     }
@@ -2073,7 +2073,7 @@ TP_FN void count_accept_log(void *user, int level, uint32_t item, const char *ms
 static void test_server_accept_emfile(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     struct rlimit old_rl, rl;
     struct sockaddr_in a;
     srv_ctx x;
@@ -2110,7 +2110,7 @@ static void test_server_accept_emfile(void) {
     }
     CHECK(!listed);                      /* not polled again after the failure */
     CHECK_EQ_INT(g_accept_logs, 1);      /* one line, not one per step */
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.accept_pauses, 1);
     CHECK_EQ_INT(ss.accepts, 0);
     CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1000 + RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS);
@@ -2119,7 +2119,7 @@ static void test_server_accept_emfile(void) {
     /* the back-off passes: the client that waited is taken and served */
     CHECK(send(cfd, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n", 28, MSG_NOSIGNAL) == 28);
     for (i = 0; i < 50; i++) {
-        rsd_http_server_query_stats(s, &ss);
+        rsd_http_server_query(s, &ss);
         if (ss.responses) break;
         pump_ex(NULL, s, 1000 + RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS, 20, NULL, 0);
         serve(s, &x);
@@ -2137,7 +2137,7 @@ static void test_server_accept_emfile(void) {
 static void test_server_raw_streams(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_server_stats ss;
+    rsd_http_server_info ss;
     rsd_http_event ev;
     srv_ctx x;
     memset(&x, 0, sizeof x);
@@ -2154,7 +2154,7 @@ static void test_server_raw_streams(void) {
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK(rsd_str_eq_c(ev.body, "abcdef"));
     CHECK(!ev.reused); /* the truncation closed the previous connection */
-    rsd_http_server_query_stats(s, &ss);
+    rsd_http_server_query(s, &ss);
     CHECK_EQ_INT(ss.accepts, 2);
     rsd_http_client_destroy(c);
     rsd_http_server_destroy(s);

@@ -44,7 +44,7 @@ static void test_serves_different_models_concurrently_in_independent_processes(v
     host h;
     rsd_pool_req_h a1, a2, b1;
     int sa = -1, sb = -1, sa2 = -1;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     m[0] = md("a", 0); m[1] = md("b", 0);
     m[0].max_in_flight = m[1].max_in_flight = 2;
     memset(&h, 0, sizeof h);
@@ -56,7 +56,7 @@ static void test_serves_different_models_concurrently_in_independent_processes(v
     a2 = get(&h, 0, &sa2);
     CHECK(sa >= 0 && sb >= 0 && sa != sb);
     CHECK_EQ_INT(sa2, sa);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.running, 3);
     CHECK_EQ_INT(st.slots[sa].in_flight, 2);
     CHECK_EQ_INT(st.slots[sb].in_flight, 1);
@@ -197,7 +197,7 @@ static void test_sched_runs_up_to_parallel_slots_requests_at_once(void) {
     host h;
     rsd_pool_req_h r[6];
     int i, ok = 0, pend = 0, s;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     m.max_in_flight = 3;
     memset(&h, 0, sizeof h);
     h.p = mk(1, 0, &m, 1);
@@ -211,13 +211,13 @@ static void test_sched_runs_up_to_parallel_slots_requests_at_once(void) {
     }
     CHECK_EQ_INT(ok, 3);
     CHECK_EQ_INT(pend, 3);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.slots[0].in_flight, 3);
     CHECK_EQ_INT(rsd_pool_release(h.p, r[0], 2), RSD_OK);
     pump(&h);
     CHECK(grant_of(&h, r[3]) != NULL);
     CHECK(grant_of(&h, r[4]) == NULL);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.slots[0].in_flight, 3);
     rsd_pool_destroy(h.p);
 }
@@ -278,7 +278,7 @@ static void test_sched_stats_reports_the_pending_queue_by_model(void) {
     host h;
     rsd_pool_req_h b1, b2;
     rsd_pool_model_info mi;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     m[0] = md("a", 0); m[1] = md("Model-B", 0);
     memset(&h, 0, sizeof h);
@@ -291,7 +291,7 @@ static void test_sched_stats_reports_the_pending_queue_by_model(void) {
     rsd_pool_query_model(h.p, 1, &mi);
     CHECK_EQ_INT(mi.waiting, 2);
     CHECK_EQ_STR(mi.id, "Model-B");
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.waiting, 2);
     CHECK_EQ_INT(st.running, 1);
     CHECK_EQ_INT(st.models_waiting, 1);
@@ -303,7 +303,7 @@ static void test_sched_a_third_chat_waits_for_a_slot_and_runs_as_soon_as_one_fre
     rsd_pool_model_desc m = md("a", 0);
     host h;
     rsd_pool_req_h r1, r2, r3;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     m.max_in_flight = 2;
     memset(&h, 0, sizeof h);
@@ -313,12 +313,12 @@ static void test_sched_a_third_chat_waits_for_a_slot_and_runs_as_soon_as_one_fre
     r1 = get(&h, 0, NULL);
     r2 = get(&h, 0, NULL);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &r3, &s), RSD_PENDING);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.waiting, 1);
     CHECK_EQ_INT(rsd_pool_release(h.p, r2, 3), RSD_OK);
     pump(&h);
     CHECK(grant_of(&h, r3) != NULL);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.waiting, 0);
     CHECK_EQ_INT(st.max_wait_ms, 3);
     (void)r1;
@@ -354,7 +354,7 @@ static void test_sched_never_dispatches_more_jobs_than_slots_across_a_long_burst
     rsd_pool_req_h live[64];
     int n = 0, i, s, peak = 0;
     uint32_t seed = 7;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     m.max_in_flight = 4;
     memset(&h, 0, sizeof h);
     h.p = mk(1, 0, &m, 1);
@@ -371,7 +371,7 @@ static void test_sched_never_dispatches_more_jobs_than_slots_across_a_long_burst
         }
         h.nlog = 0;
         pump(&h);
-        rsd_pool_query_stats(h.p, &st);
+        rsd_pool_query(h.p, &st);
         if ((int)st.slots[0].in_flight > peak) peak = (int)st.slots[0].in_flight;
         CHECK(st.slots[0].in_flight <= 4);
     }
@@ -405,7 +405,7 @@ static void test_router_an_upstream_hang_up_rejects_only_the_dead_request(void) 
     rsd_pool_model_desc m = md("a", 0);
     host h;
     rsd_pool_req_h r1, r2, r3;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     m.max_in_flight = 2;
     memset(&h, 0, sizeof h);
@@ -419,7 +419,7 @@ static void test_router_an_upstream_hang_up_rejects_only_the_dead_request(void) 
     pump(&h);
     CHECK(grant_of(&h, r3) != NULL);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 0);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.slots[0].in_flight, 2);
     CHECK_EQ_INT(rsd_pool_release(h.p, r2, 2), RSD_OK);
     rsd_pool_destroy(h.p);
@@ -431,7 +431,7 @@ static void test_w21_reserve_at_claim_no_concurrent_overcommit(void) {
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h a, b;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
     memset(&h, 0, sizeof h);
@@ -441,7 +441,7 @@ static void test_w21_reserve_at_claim_no_concurrent_overcommit(void) {
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s), RSD_PENDING);
     pump(&h); /* neither load has finished */
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.reserved_bytes, 6 * GiB);
     REQUIRE(last(&h, RSD_POOL_ACTION_SPAWN));
     CHECK_EQ_INT(last(&h, RSD_POOL_ACTION_SPAWN)->reserve_bytes, 6 * GiB);
@@ -453,7 +453,7 @@ static void test_w22_evicts_by_bytes_in_lru_order(void) {
     rsd_pool_model_desc m[4];
     host h;
     rsd_pool_req_h d;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int i, stops[4] = {0, 0, 0, 0};
     m[0] = md("a", 3 * GiB); m[1] = md("b", 3 * GiB); m[2] = md("c", 3 * GiB); m[3] = md("d", 6 * GiB);
     memset(&h, 0, sizeof h);
@@ -468,7 +468,7 @@ static void test_w22_evicts_by_bytes_in_lru_order(void) {
     CHECK_EQ_INT(stops[0], 1);
     CHECK_EQ_INT(stops[1], 1);
     CHECK_EQ_INT(stops[2], 0);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.reserved_bytes, 9 * GiB);
     CHECK_EQ_INT(st.evictions, 2);
     rsd_pool_destroy(h.p);
@@ -500,7 +500,7 @@ static void test_foreign_held_start(void) {
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h r, rb;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
     memset(&h, 0, sizeof h);
@@ -508,22 +508,22 @@ static void test_foreign_held_start(void) {
     REQUIRE(h.p);
     h.auto_start = h.auto_exit = true;
     CHECK_EQ_INT(rsd_pool_set_vram(h.p, 0, 7 * GiB, 0), RSD_OK);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.models_foreign_held, 0); /* nothing waits */
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 1, NULL, &r, &s), RSD_PENDING);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.models_foreign_held, 1);
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_EVICT), 0);
     /* others let go of 3 GiB: a starts */
     CHECK_EQ_INT(rsd_pool_set_vram(h.p, 0, 4 * GiB, 2), RSD_OK);
     pump(&h);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.models_foreign_held, 0);
     CHECK_EQ_INT(st.readies, 1);
     /* b waits behind a (busy), not behind others' memory */
     CHECK_EQ_INT(rsd_pool_set_vram(h.p, 0, 0, 3), RSD_OK);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 3, NULL, &rb, &s), RSD_PENDING);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.models_foreign_held, 0);
     CHECK_EQ_INT(st.models_waiting, 1);
     rsd_pool_destroy(h.p);
@@ -609,11 +609,11 @@ static void test_w25_dispatch_work_independent_of_queue_length(void) {
     rsd_pool_release(h.p, a, 2);
     h.nlog = 0;
     {
-        rsd_pool_stats st;
-        rsd_pool_query_stats(h.p, &st);
+        rsd_pool_info st;
+        rsd_pool_query(h.p, &st);
         w0 = st.grants_queued;
         pump(&h); /* a evicted, b loads and all 10000 b waiters are granted */
-        rsd_pool_query_stats(h.p, &st);
+        rsd_pool_query(h.p, &st);
         CHECK_EQ_INT(st.grants_queued - w0, 10000);
         w0 = h.p->work - 3;
     }
@@ -667,7 +667,7 @@ static void test_w27_failed_load_frees_slot_and_reservation(void) {
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h a, b;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     const rsd_pool_action *sp, *stop;
     int s;
     m[0] = md("a", 8 * GiB); m[1] = md("b", 8 * GiB);
@@ -687,7 +687,7 @@ static void test_w27_failed_load_frees_slot_and_reservation(void) {
     CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_EMPTY); /* no longer routes (W37) */
     CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop->proc, 6), RSD_OK);
     pump(&h);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.load_failures, 1);
     sp = last(&h, RSD_POOL_ACTION_SPAWN);
     REQUIRE(sp);
@@ -700,7 +700,7 @@ static void test_w27_crash_frees_slot_and_reservation_at_once(void) {
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h a, b;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s, sa = -1;
     m[0] = md("a", 8 * GiB); m[1] = md("b", 8 * GiB);
     memset(&h, 0, sizeof h);
@@ -712,15 +712,15 @@ static void test_w27_crash_frees_slot_and_reservation_at_once(void) {
     pump(&h);
     REQUIRE(last(&h, RSD_POOL_ACTION_SPAWN));
     CHECK_EQ_INT(rsd_pool_on_exited(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, 3), RSD_OK); /* crash, busy */
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.crashes, 1);
     pump(&h);
     CHECK(grant_of(&h, b) != NULL); /* b got the freed slot and bytes at once */
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.reserved_bytes, 8 * GiB);
     CHECK_EQ_INT(st.running, 1); /* a's request was orphaned */
     CHECK_EQ_INT(rsd_pool_release(h.p, a, 4), RSD_OK); /* the host's proxy failed; bookkeeping only */
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.slots[sa].in_flight, 1);
     rsd_pool_destroy(h.p);
 }
@@ -792,7 +792,7 @@ static void test_w34_stats_complete(void) {
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h a;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int sa;
     m[0] = md("a", 2 * GiB); m[1] = md("b", 3 * GiB);
     m[1].ttl_ms = 9000;
@@ -804,7 +804,7 @@ static void test_w34_stats_complete(void) {
     h.now = 50;
     preload(&h, 1);
     CHECK_EQ_INT(rsd_pool_set_pid(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, 4242), RSD_OK);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.max_slots, 2);
     CHECK_EQ_INT(st.live_slots, 2);
     CHECK_EQ_INT(st.running, 1);
@@ -957,7 +957,7 @@ static void test_configure_trims_idle_excess_lru_first_and_busy_later(void) {
     rsd_pool_model_desc m[3];
     host h;
     rsd_pool_req_h a;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int i, stopped[3] = {0, 0, 0};
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
     memset(&h, 0, sizeof h);
@@ -974,12 +974,12 @@ static void test_configure_trims_idle_excess_lru_first_and_busy_later(void) {
     CHECK_EQ_INT(stopped[2], 0);
     rsd_pool_configure(h.p, 0, 2); /* normalised to 1: busy a stays, idle c goes */
     pump(&h);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.max_slots, 1);
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_TRIM), 2);
     CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_READY);
     rsd_pool_configure(h.p, 99, 3);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.max_slots, 16);
     rsd_pool_release(h.p, a, 4);
     rsd_pool_destroy(h.p);
@@ -988,14 +988,14 @@ static void test_configure_trims_idle_excess_lru_first_and_busy_later(void) {
 static void test_p4_max_slots_normalised(void) {
     rsd_pool_desc d;
     rsd_pool *p;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int v[3] = {0, -5, 100}, want[3] = {1, 1, 16}, i;
     for (i = 0; i < 3; i++) {
         memset(&d, 0, sizeof d);
         d.max_slots = v[i];
         p = rsd_pool_create(&d);
         REQUIRE(p);
-        rsd_pool_query_stats(p, &st);
+        rsd_pool_query(p, &st);
         CHECK_EQ_INT(st.max_slots, want[i]);
         rsd_pool_destroy(p);
     }
@@ -1005,7 +1005,7 @@ static void test_model_that_can_never_fit_fails_at_once(void) {
     rsd_pool_model_desc m[3];
     host h;
     rsd_pool_req_h r, mid;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     const rsd_pool_action *f;
     int s;
     m[0] = md("small", 4 * GiB); m[1] = md("big", 24 * GiB); m[2] = md("mid", 3 * GiB);
@@ -1013,7 +1013,7 @@ static void test_model_that_can_never_fit_fails_at_once(void) {
     h.p = mk(1, 16 * GiB, m, 3);
     REQUIRE(h.p);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 0, NULL, &r, &s), RSD_ERR_POOL_NO_FIT);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.no_fit, 1);
     CHECK_EQ_INT(st.waiting, 0);
     /* a waiter whose model stops fitting after a measurement is failed with the reason */
@@ -1035,7 +1035,7 @@ static void test_byte_budget_admission_waits_then_fits(void) {
     rsd_pool_model_desc m[3];
     host h;
     rsd_pool_req_h a, b, c;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     m[0] = md("a", 5 * GiB); m[1] = md("b", 4 * GiB); m[2] = md("c", 4 * GiB);
     memset(&h, 0, sizeof h);
@@ -1047,12 +1047,12 @@ static void test_byte_budget_admission_waits_then_fits(void) {
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 2, 0, NULL, &c, &s), RSD_PENDING);
     pump(&h);
     CHECK(grant_of(&h, c) == NULL); /* a slot is free, the bytes are not; both busy */
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.live_slots, 2);
     rsd_pool_release(h.p, b, 1);
     pump(&h);
     CHECK(grant_of(&h, c) != NULL);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK(st.reserved_bytes <= 10 * GiB);
     (void)a;
     rsd_pool_destroy(h.p);
@@ -1093,7 +1093,7 @@ static int swap_spawns_before_exit(int overlap, uint64_t budget, uint64_t a_byte
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h ra, rb;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     const rsd_pool_action *stop;
     int s = -1, spawns;
     m[0] = md("a", a_bytes); m[1] = md("b", b_bytes);
@@ -1109,7 +1109,7 @@ static int swap_spawns_before_exit(int overlap, uint64_t budget, uint64_t a_byte
     stop = last(&h, RSD_POOL_ACTION_STOP);
     CHECK(stop != NULL && h.log[0].kind == RSD_POOL_ACTION_STOP); /* the STOP comes out first */
     spawns = count(&h, RSD_POOL_ACTION_SPAWN);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK(st.live_slots <= 1);                  /* max_slots bounds the live processes */
     CHECK(st.reserved_bytes == a_bytes + (spawns ? b_bytes : 0)); /* a's bytes held until it exits */
     CHECK(!budget || st.reserved_bytes <= budget);
@@ -1119,7 +1119,7 @@ static int swap_spawns_before_exit(int overlap, uint64_t budget, uint64_t a_byte
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1); /* b starts once either way */
     CHECK(grant_of(&h, rb) != NULL);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK(st.reserved_bytes == b_bytes && st.occupied_slots == 1);
     ev_trace(h.p, trace, cap);
     CHECK_EQ_INT(rsd_pool_release(h.p, rb, h.now), RSD_OK);
@@ -1187,7 +1187,7 @@ static void test_overlap_failed_start_restores_the_stopping_victim(void) {
     host h;
     rsd_pool_req_h ra, rb;
     rsd_pool_action stop_a, spawn_b;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s = -1;
     m[0] = md("a", 4 * GiB); m[1] = md("b", 4 * GiB);
     memset(&h, 0, sizeof h);
@@ -1206,7 +1206,7 @@ static void test_overlap_failed_start_restores_the_stopping_victim(void) {
     CHECK_EQ_INT(rsd_pool_on_started(h.p, spawn_b.proc, false, h.now), RSD_OK); /* b fails, a still exiting */
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.restores, 1);
     CHECK_EQ_INT(rsd_pool_on_exited(h.p, last(&h, RSD_POOL_ACTION_STOP)->proc, h.now), RSD_OK); /* b's */
     CHECK_EQ_INT(rsd_pool_on_exited(h.p, stop_a.proc, h.now), RSD_OK);
@@ -1355,7 +1355,7 @@ static void test_stop_before_spawn_is_pulled_emits_no_stop(void) {
     rsd_pool_model_desc m = md("a", 5 * GiB);
     host h;
     rsd_pool_req_h r;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     memset(&h, 0, sizeof h);
     h.p = mk(1, 8 * GiB, &m, 1);
@@ -1366,7 +1366,7 @@ static void test_stop_before_spawn_is_pulled_emits_no_stop(void) {
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 1);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.occupied_slots, 0);
     CHECK_EQ_INT(st.reserved_bytes, 0);
     CHECK(st.stopped);
@@ -1504,7 +1504,7 @@ static void test_release_before_fail_is_pulled_frees_the_handle(void) {
 static void test_preload_loads_and_leaves_resident_without_a_request(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     rsd_pool_model_info mi;
     rsd_pool_action a;
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
@@ -1514,7 +1514,7 @@ static void test_preload_loads_and_leaves_resident_without_a_request(void) {
     REQUIRE(h.p);
     h.auto_start = h.auto_exit = true;
     CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 0), RSD_PENDING);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.preloads, 1);
     CHECK_EQ_INT(st.waiting, 0);
     /* the model's own counts agree: a preload is not a waiting request */
@@ -1534,7 +1534,7 @@ static void test_preload_loads_and_leaves_resident_without_a_request(void) {
     CHECK_EQ_INT(last(&h, RSD_POOL_ACTION_STOP)->model, 0);
     CHECK_EQ_INT(model_state(h.p, 1), RSD_POOL_SLOT_READY);
     CHECK_EQ_INT(model_state(h.p, 2), RSD_POOL_SLOT_READY);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.preloads, 0);
     CHECK_EQ_INT(st.running, 0);
     CHECK(step_next(h.p, 3) == 1002); /* b idle since its load finished at 2 */
@@ -1555,7 +1555,7 @@ static void test_measured_reservation_replaces_the_estimate(void) {
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h b;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s;
     m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
     memset(&h, 0, sizeof h);
@@ -1570,7 +1570,7 @@ static void test_measured_reservation_replaces_the_estimate(void) {
     CHECK_EQ_INT(rsd_pool_set_reserved(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, 4 * GiB, 1), RSD_OK);
     pump(&h);
     CHECK(grant_of(&h, b) != NULL); /* 4 + 6 fits in 10 */
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.reserved_bytes, 10 * GiB);
     rsd_pool_destroy(h.p);
 }
@@ -1638,7 +1638,7 @@ static void test_w26_drain_is_lifted_when_the_starving_request_leaves(void) {
    larger limit admits the waiters at once. */
 static void test_slot_limit(void) {
     rsd_pool_model_desc m = md("a", 0);
-    rsd_pool_stats st;
+    rsd_pool_info st;
     host h;
     rsd_pool_req_h r[6];
     rsd_pool_action a;
@@ -1657,18 +1657,18 @@ static void test_slot_limit(void) {
     }
     pump(&h);
     CHECK_EQ_INT(granted + count(&h, RSD_POOL_ACTION_GRANT), 2); /* r0 and r1 */
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.running, 2);
     CHECK_EQ_INT(st.waiting, 2);
     CHECK_EQ_INT(st.slots[0].max_in_flight, 2);
     CHECK_EQ_INT(rsd_pool_release(h.p, r[0], 3), RSD_OK); /* one leaves, one goes in */
     pump(&h);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.running, 2);
     CHECK_EQ_INT(st.waiting, 1);
     CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 8, 4), RSD_OK); /* grows: admitted */
     pump(&h);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.running, 3);
     CHECK_EQ_INT(st.waiting, 0);
     CHECK_EQ_INT(st.slots[0].max_in_flight, 8);
@@ -1682,10 +1682,10 @@ static void test_slot_limit(void) {
     REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
     CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 8, 1), RSD_OK);
     CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_OK);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.slots[0].max_in_flight, 3);
     CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 1, 2), RSD_OK);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.slots[0].max_in_flight, 1);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 3, NULL, &r[1], &s), RSD_PENDING); /* r0 runs */
     a.proc.id ^= 0x100; /* a stale process */
@@ -1711,7 +1711,7 @@ static void pump_bad(host *h, int bad) {
 static void test_failed_start_backs_off(void) {
     rsd_pool_model_desc m = md("a", 0);
     rsd_pool_model_info mi;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     rsd_pool_desc d;
     host h;
     rsd_pool_req_h r;
@@ -1737,7 +1737,7 @@ static void test_failed_start_backs_off(void) {
     CHECK_EQ_INT(r.id, 0);
     pump_bad(&h, 0);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.waiting, 0);
     CHECK_EQ_INT(st.backoffs, 1);
     /* after the backoff it is tried again; failures double the wait up to the cap */
@@ -1806,7 +1806,7 @@ static void test_crash_while_starting_backs_off(void) {
 static void test_failed_start_restores_the_evicted_model(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_model_info mi;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     host h;
     rsd_pool_req_h r;
     int s, i;
@@ -1824,7 +1824,7 @@ static void test_failed_start_restores_the_evicted_model(void) {
         (void)rsd_pool_acquire(h.p, 1, h.now, NULL, &r, &s);
         pump_bad(&h, 1);
     }
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.evictions, 1);
     CHECK_EQ_INT(st.restores, 1);
     CHECK_EQ_INT(st.backoffs, 2);
@@ -1841,7 +1841,7 @@ static void test_failed_start_restores_the_evicted_model(void) {
     pump_bad(&h, -1);
     CHECK(grant_of(&h, r) != NULL);
     CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_EMPTY);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.evictions, 2);
     CHECK_EQ_INT(st.restores, 1);
     CHECK_EQ_INT(rsd_pool_release(h.p, r, h.now), RSD_OK);

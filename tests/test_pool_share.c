@@ -41,7 +41,7 @@ static void test_exclusive_waits_for_the_drain_and_runs_alone(void) {
     rsd_pool_model_desc m[2];
     host h;
     rsd_pool_req_h a1, a2, ex, a3, b1;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s = -1;
     m[0] = md("a", 0); m[1] = md("b", 0);
     m[0].max_in_flight = 4;
@@ -69,12 +69,12 @@ static void test_exclusive_waits_for_the_drain_and_runs_alone(void) {
     CHECK((grant_of(&h, ex) != NULL));
     CHECK(!(grant_of(&h, a3) != NULL));
     CHECK_EQ_INT(in_flight(h.p, 0), 1);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK(st.slots[last(&h, RSD_POOL_ACTION_GRANT)->slot].exclusive);
     CHECK_EQ_INT(rsd_pool_release(h.p, ex, 8), RSD_OK);
     pump(&h);
     CHECK((grant_of(&h, a3) != NULL));
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK(!st.slots[last(&h, RSD_POOL_ACTION_GRANT)->slot].exclusive);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0); /* a drain, not a restart */
     rsd_pool_release(h.p, a3, 9);
@@ -287,7 +287,7 @@ static void test_lease_stops_idle_lru_first_never_busy_or_pinned(void) {
     rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     lease_fixture(&h, &busy);
     REQUIRE(h.p);
     h.auto_exit = false;
@@ -298,23 +298,23 @@ static void test_lease_stops_idle_lru_first_never_busy_or_pinned(void) {
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_LEASE), 2); /* A then C: LRU order */
     CHECK_EQ_INT(h.log[0].model, 0);
     CHECK_EQ_INT(h.log[1].model, 2);
-    CHECK_EQ_INT(rsd_pool_lease_query(h.p, l, &li), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_query_lease(h.p, l, &li), RSD_OK);
     CHECK(li.granted == 5 * GiB && li.requested == 5 * GiB);
     CHECK(!li.ready);
     CHECK_EQ_INT(li.num_stopped, 2);
     CHECK(li.stopped == ((1u << 0) | (1u << 2)));
     rsd_pool_on_exited(h.p, h.log[0].proc, 11);
-    rsd_pool_lease_query(h.p, l, &li);
+    rsd_pool_query_lease(h.p, l, &li);
     CHECK(!li.ready);
     rsd_pool_on_exited(h.p, h.log[1].proc, 12);
-    rsd_pool_lease_query(h.p, l, &li);
+    rsd_pool_query_lease(h.p, l, &li);
     CHECK(li.ready);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK(st.leased_bytes == 5 * GiB);
     CHECK_EQ_INT(state_of(h.p, 1), RSD_POOL_SLOT_READY); /* busy B untouched */
     CHECK_EQ_INT(state_of(h.p, 3), RSD_POOL_SLOT_READY); /* pinned P untouched */
     CHECK_EQ_INT(rsd_pool_lease_return(h.p, l, 13), RSD_OK);
-    CHECK_EQ_INT(rsd_pool_lease_query(h.p, l, &li), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_query_lease(h.p, l, &li), RSD_ERR_POOL_STALE);
     CHECK_EQ_INT(rsd_pool_lease_return(h.p, l, 13), RSD_ERR_POOL_STALE);
     rsd_pool_release(h.p, busy, 14);
     rsd_pool_destroy(h.p);
@@ -332,7 +332,7 @@ static void test_lease_partial_when_busy_and_pinned_hold_the_rest(void) {
     ld.bytes = 8 * GiB;
     CHECK_EQ_INT(rsd_pool_lease_take(h.p, &ld, 10, &l), RSD_PENDING); /* A and C still exit */
     pump(&h);
-    CHECK_EQ_INT(rsd_pool_lease_query(h.p, l, &li), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_query_lease(h.p, l, &li), RSD_OK);
     CHECK(li.granted == 6 * GiB); /* 10 - B 3 - P 1 */
     CHECK(li.requested == 8 * GiB);
     CHECK(li.ready);
@@ -347,7 +347,7 @@ static void test_lease_declined_stops_nothing(void) {
     rsd_pool_req_h r;
     rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     int s = -1;
     m[0] = md("A", 10 * GiB);
     start(&h, 1, 10 * GiB, m, 1, RSD_POOL_WAIT_FOREVER);
@@ -361,7 +361,7 @@ static void test_lease_declined_stops_nothing(void) {
     CHECK_EQ_INT(l.id, 0);
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK(st.leased_bytes == 0);
     CHECK_EQ_INT(st.leases_declined, 1);
     ld.bytes = 0;
@@ -408,7 +408,7 @@ static void test_lease_ttl_and_restore(void) {
     rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     uint64_t next;
     lease_fixture(&h, &busy);
     REQUIRE(h.p);
@@ -419,18 +419,18 @@ static void test_lease_ttl_and_restore(void) {
     CHECK_EQ_INT(rsd_pool_lease_take(h.p, &ld, 100, &l), RSD_PENDING);
     pump(&h);
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_LEASE), 2);
-    CHECK_EQ_INT(rsd_pool_lease_query(h.p, l, &li), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_query_lease(h.p, l, &li), RSD_OK);
     CHECK(li.expires_ms == 600 && li.restore);
     next = step_next(h.p, 200);
     CHECK(next == 600);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0);
     rsd_pool_step(h.p, 600);
     pump(&h);
-    CHECK_EQ_INT(rsd_pool_lease_query(h.p, l, &li), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_query_lease(h.p, l, &li), RSD_ERR_POOL_STALE);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2); /* A and C come back without a request */
     CHECK_EQ_INT(state_of(h.p, 0), RSD_POOL_SLOT_READY);
     CHECK_EQ_INT(state_of(h.p, 2), RSD_POOL_SLOT_READY);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.lease_expiries, 1);
     CHECK(st.leased_bytes == 0);
     rsd_pool_release(h.p, busy, 700);
@@ -444,7 +444,7 @@ static void test_lease_released_before_its_victims_exit_still_restores(void) {
     rsd_pool_req_h busy;
     rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     lease_fixture(&h, &busy);
     REQUIRE(h.p);
     h.auto_exit = false;
@@ -464,7 +464,7 @@ static void test_lease_released_before_its_victims_exit_still_restores(void) {
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2); /* A and C come back */
     CHECK_EQ_INT(state_of(h.p, 0), RSD_POOL_SLOT_READY);
     CHECK_EQ_INT(state_of(h.p, 2), RSD_POOL_SLOT_READY);
-    rsd_pool_query_stats(h.p, &st);
+    rsd_pool_query(h.p, &st);
     CHECK_EQ_INT(st.restores, 2);
     rsd_pool_release(h.p, busy, 13);
     rsd_pool_destroy(h.p);
@@ -487,7 +487,7 @@ static void test_lease_capacity_and_stale_handles(void) {
     rsd_pool_lease_return(h.p, l[0], 2);
     CHECK_EQ_INT(rsd_pool_lease_take(h.p, &ld, 3, &l[0]), RSD_OK); /* entry reused */
     bogus.id = 0;
-    CHECK_EQ_INT(rsd_pool_lease_query(h.p, bogus, &li), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_query_lease(h.p, bogus, &li), RSD_ERR_POOL_STALE);
     bogus.id = l[1].id + 16; /* next generation of entry 1 */
     CHECK_EQ_INT(rsd_pool_lease_return(h.p, bogus, 4), RSD_ERR_POOL_STALE);
     for (i = 0; i < RSD_POOL_MAX_LEASES; i++) CHECK_EQ_INT(rsd_pool_lease_return(h.p, l[i], 5), RSD_OK);

@@ -133,7 +133,7 @@ static int child_main(const char *mode, int argc, char **argv) {
         s.env = env;
         p = rsd_procs_create(&d);
         if (!p || rsd_procs_spawn(p, &s, 0, &h) != RSD_OK) return 2;
-        rsd_procs_query(p, h, 0, &info);
+        rsd_procs_query_proc(p, h, &info);
         printf("grandchild %lld\n", (long long)info.pid);
         fflush(stdout);
         _exit(0); /* no destroy: the grandchild must die by PDEATHSIG */
@@ -344,8 +344,8 @@ static void test_port_free_and_passed(void) {
     spec_for(&s, env, args);
     REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
     REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h2) == RSD_OK);
-    rsd_procs_query(p, h, now_ms(), &info);
-    rsd_procs_query(p, h2, now_ms(), &info2);
+    rsd_procs_query_proc(p, h, &info);
+    rsd_procs_query_proc(p, h2, &info2);
     CHECK(info.port > 0);
     CHECK(info2.port > 0 && info2.port != info.port);
     CHECK_EQ_INT(info.state, RSD_PROC_STARTING);
@@ -430,7 +430,7 @@ static void test_chatty_ring(void) {
     REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 60000, &ev));  /* it finished: never blocked */
     CHECK_EQ_INT(ev.exit_code, 0);
-    rsd_procs_query(p, h, now_ms(), &info);
+    rsd_procs_query_proc(p, h, &info);
     CHECK_EQ_INT(info.out_bytes, 4194304 + 5);
     CHECK_EQ_INT(info.out_lines, 4194304 / 64 + 1);
     rsd_procs_tail(p, h, 3, tail, sizeof tail);
@@ -525,7 +525,7 @@ static void test_spawn_missing_binary(void) {
         CHECK_EQ_INT(ev.err, want[i]);
         CHECK_EQ_INT(ev.pid, 0);
         CHECK(ev.proc.id == h.id);
-        CHECK_EQ_INT(rsd_procs_query(p, h, t0, &info), RSD_OK);
+        CHECK_EQ_INT(rsd_procs_query_proc(p, h, &info), RSD_OK);
         CHECK_EQ_INT(info.state, RSD_PROC_FAILED);
         CHECK_EQ_INT(rsd_procs_mark_ready(p, h, t0), RSD_ERR_STATE);
         CHECK(no_children());
@@ -555,7 +555,7 @@ static void test_early_exit_and_crash(void) {
     rsd_procs_tail(p, h, 2, tail, sizeof tail);
     CHECK(strstr(tail, "error: last words\n") != NULL);  /* stderr lands in the ring */
     CHECK(strstr(tail, "starting") == NULL);           /* only the last 2 lines */
-    CHECK_EQ_INT(rsd_procs_query(p, h, now_ms(), &info), RSD_OK);
+    CHECK_EQ_INT(rsd_procs_query_proc(p, h, &info), RSD_OK);
     CHECK_EQ_INT(info.state, RSD_PROC_EXITED);
     CHECK_EQ_INT(info.exit_code, 7);
     rsd_procs_forget(p, h);
@@ -580,6 +580,9 @@ static void test_early_exit_and_crash(void) {
     CHECK(no_children());
 }
 
+/* Also what rsd_procs_query says on the way: the processes by state, the events waiting,
+   and the supervisor's clock (the latest now_ms a call gave it), which a running
+   process's uptime runs to. */
 static void test_stop_graceful(void) {
     static const char *const env[] = {"RSD_TEST_CHILD=sleep", NULL};
     static const char *const args[] = {NULL};
@@ -588,20 +591,42 @@ static void test_stop_graceful(void) {
     rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
+    rsd_procs_info pi;
+    uint64_t t0 = now_ms(), t1;
     REQUIRE(p);
+    rsd_procs_query(NULL, &pi);
+    CHECK(pi.max_procs == 0 && pi.live == 0 && pi.now_ms == 0);
+    rsd_procs_query(p, &pi);
+    CHECK(pi.max_procs == 4 && pi.live == 0);
     spec_for(&s, env, args);
-    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
-    CHECK_EQ_INT(rsd_procs_mark_ready(p, h, now_ms()), RSD_OK);
+    REQUIRE(rsd_procs_spawn(p, &s, t0, &h) == RSD_OK);
+    rsd_procs_query(p, &pi);
+    CHECK(pi.live == 1 && pi.starting == 1 && pi.ready == 0 && pi.stopping == 0 && pi.exited == 0);
+    CHECK(pi.now_ms == t0);
+    t1 = now_ms();
+    CHECK_EQ_INT(rsd_procs_mark_ready(p, h, t1), RSD_OK);
+    rsd_procs_query(p, &pi);
+    CHECK(pi.live == 1 && pi.starting == 0 && pi.ready == 1 && pi.now_ms == t1);
+    CHECK_EQ_INT(rsd_procs_query_proc(p, h, &info), RSD_OK);
+    CHECK(info.uptime_ms == t1 - t0);
     CHECK_EQ_INT(rsd_procs_stop(p, h, now_ms()), RSD_OK);
     CHECK_EQ_INT(rsd_procs_stop(p, h, now_ms()), RSD_OK);  /* idempotent */
-    rsd_procs_query(p, h, now_ms(), &info);
+    rsd_procs_query_proc(p, h, &info);
     CHECK_EQ_INT(info.state, RSD_PROC_STOPPING);
+    rsd_procs_query(p, &pi);
+    CHECK(pi.live == 1 && pi.ready == 0 && pi.stopping == 1);
     CHECK_EQ_INT(rsd_procs_forget(p, h), RSD_ERR_STATE);
     REQUIRE(pump(p, h, RSD_PROC_EV_STOPPED, 10000, &ev));
     CHECK_EQ_INT(ev.term_signal, SIGTERM);
     CHECK(!ev.killed);
     CHECK(ev.was_ready);
+    rsd_procs_query(p, &pi);
+    CHECK(pi.live == 0 && pi.stopping == 0 && pi.exited == 1);
+    CHECK(pi.events_waiting == 0 && pi.events_dropped == 0);
     CHECK_EQ_INT(rsd_procs_stop(p, h, now_ms()), RSD_OK);  /* already gone */
+    CHECK_EQ_INT(rsd_procs_forget(p, h), RSD_OK);
+    rsd_procs_query(p, &pi);
+    CHECK_EQ_INT(pi.exited, 0);
     rsd_procs_destroy(p);
     CHECK(no_children());
 }
@@ -625,7 +650,7 @@ static void test_stop_escalates_to_sigkill(void) {
         int n = rsd_procs_pollfds(p, pf, 4);
         rsd_poll(pf, n, 100);
         rsd_procs_step(p, now_ms());
-        rsd_procs_query(p, h, now_ms(), &info);
+        rsd_procs_query_proc(p, h, &info);
     } while (info.out_lines < 1 && ++guard < 200);
     REQUIRE(info.out_lines >= 1);
     t0 = now_ms();
@@ -821,7 +846,7 @@ static void test_bad_args(void) {
     h.id = 0;
     CHECK_EQ_INT(rsd_procs_spawn(p, NULL, 0, &h), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_procs_stop(p, stale, 0), RSD_ERR_PROC_STALE);
-    CHECK_EQ_INT(rsd_procs_query(p, stale, 0, &info), RSD_ERR_PROC_STALE);
+    CHECK_EQ_INT(rsd_procs_query_proc(p, stale, &info), RSD_ERR_PROC_STALE);
     CHECK_EQ_INT(rsd_procs_tail(p, stale, 0, buf, sizeof buf), RSD_ERR_PROC_STALE);
     CHECK_EQ_INT(rsd_procs_mark_ready(p, h, 0), RSD_ERR_PROC_STALE);
     CHECK(rsd_procs_next_deadline(p) == RSD_NO_DEADLINE);
@@ -892,7 +917,7 @@ static void test_stop_reaches_process_group(void) {
         int n = rsd_procs_pollfds(p, pf, 4);
         rsd_poll(pf, n, 100);
         rsd_procs_step(p, now_ms());
-        rsd_procs_query(p, h, now_ms(), &info);
+        rsd_procs_query_proc(p, h, &info);
     } while (info.out_lines < 1 && ++guard < 200);
     rsd_procs_tail(p, h, 1, tail, sizeof tail);
     CHECK(sscanf(tail, "%lld", &g) == 1 && g > 0);
@@ -921,7 +946,7 @@ static void first_line(rsd_procs *p, rsd_proc_h h, char *tail, size_t cap) {
         int n = rsd_procs_pollfds(p, pf, 4);
         rsd_poll(pf, n, 100);
         rsd_procs_step(p, now_ms());
-        rsd_procs_query(p, h, now_ms(), &info);
+        rsd_procs_query_proc(p, h, &info);
     } while (info.out_lines < 1 && ++guard < 200);
     rsd_procs_tail(p, h, 1, tail, cap);
 }

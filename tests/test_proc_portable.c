@@ -190,7 +190,7 @@ static void test_exit_code_and_output(void) {
     REQUIRE(p);
     spec_for(&s, args);
     REQUIRE(rsd_procs_spawn(p, &s, rsd_now_ms(), &h) == RSD_OK);
-    CHECK(rsd_procs_query(p, h, rsd_now_ms(), &info) == RSD_OK && info.pid > 0);
+    CHECK(rsd_procs_query_proc(p, h, &info) == RSD_OK && info.pid > 0);
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 30000, &ev));
     CHECK_EQ_INT(ev.exit_code, 42);
     CHECK_EQ_INT(ev.term_signal, 0);
@@ -214,7 +214,7 @@ static void test_chatty_child_drained(void) {
     REQUIRE(rsd_procs_spawn(p, &s, rsd_now_ms(), &h) == RSD_OK);
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 60000, &ev));
     CHECK_EQ_INT(ev.exit_code, 0);
-    CHECK(rsd_procs_query(p, h, rsd_now_ms(), &info) == RSD_OK);
+    CHECK(rsd_procs_query_proc(p, h, &info) == RSD_OK);
     CHECK(info.out_lines == 4001);
     CHECK(info.out_bytes > 200000);
     CHECK(rsd_procs_tail(p, h, 1, buf, sizeof buf) > 0 && strstr(buf, "done"));
@@ -307,7 +307,7 @@ static void test_stop_and_kill(void) {
     while (rsd_now_ms() - t0 < 30000) { /* wait for "sleeping": it runs */
         rsd_proc_info info;
         (void)rsd_procs_step(p, rsd_now_ms());
-        if (rsd_procs_query(p, h, rsd_now_ms(), &info) == RSD_OK && info.out_lines) break;
+        if (rsd_procs_query_proc(p, h, &info) == RSD_OK && info.out_lines) break;
         nap(10);
     }
     CHECK(rsd_procs_stop(p, h, rsd_now_ms()) == RSD_OK);
@@ -339,7 +339,7 @@ static void test_destroy_ends_children(void) {
     REQUIRE(p);
     spec_for(&s, args);
     REQUIRE(rsd_procs_spawn(p, &s, rsd_now_ms(), &h) == RSD_OK);
-    REQUIRE(rsd_procs_query(p, h, rsd_now_ms(), &info) == RSD_OK);
+    REQUIRE(rsd_procs_query_proc(p, h, &info) == RSD_OK);
     pid = info.pid;
     rsd_procs_destroy(p);
 #if defined(_WIN32)

@@ -1,11 +1,12 @@
 /* test_pump.c -- the one pump contract (the manual's "PUMP"), checked on every object that
    runs on the caller's clock: HTTP client and server, process supervisor, pool, fleet,
    ensurer, state-directory lock and etcd coordinator, all driven by one generic loop over a table of step /
-   pollfds / next_deadline / next-event. Every round checks what the contract says:
+   pollfds / next_deadline / next-event / query. Every round checks what the contract says:
    step returns >= 0; a count > 0 means next_deadline is 0 and exactly that many events
    are pulled; pollfds returns the same count whatever room it is given (cap 0 included)
    and that count fits the room; next_deadline is never 0 once everything is pulled
-   unless the object has work now. The loop runs until each object's part of the
+   unless the object has work now; query reads without changing anything (two calls
+   give the same info) and takes NULL. The loop runs until each object's part of the
    scenario is over and a round finds nothing waiting. Loopback only: rsd-sim is the
    model server and the child process; etcd takes part when installed. */
 #define _POSIX_C_SOURCE 200809L
@@ -44,9 +45,21 @@ typedef union pump_ev {
     rsd_pool_action action;
     rsd_fleet_event fleet;
     rsd_ensure_result ensure;
-    rsd_etcd_view etcd;
+    rsd_etcd_info etcd;
     int lock;
 } pump_ev;
+
+/* Room for the info of any object (X_query). */
+typedef union pump_info {
+    rsd_http_client_info client;
+    rsd_http_server_info server;
+    rsd_procs_info procs;
+    rsd_pool_info pool;
+    rsd_fleet_info fleet;
+    rsd_ensure_result ensure;
+    rsd_etcd_info etcd;
+    rsd_state_lock_info lock;
+} pump_info;
 
 /* One object as the generic loop sees it. */
 typedef struct pump {
@@ -56,31 +69,35 @@ typedef struct pump {
     int (*pollfds)(const void *obj, rsd_pollfd *out, int cap); /* NULL: no descriptors (the pool) */
     uint64_t (*next_deadline)(const void *obj);
     bool (*next)(void *obj, pump_ev *ev);
+    void (*query)(const void *obj, pump_info *info);
     void (*on_event)(const pump_ev *ev, uint64_t now); /* the scenario's answer */
     bool (*done)(void);                                /* its part of the scenario is over */
     int events;                                        /* pulled so far */
+    pump_info last;                                    /* its query after the last round */
 } pump;
 
-/* The contract's functions of object X (type T, events pulled with NEXT into member M). */
-#define PUMP_CORE(X, T, NEXT, M)                                                                \
+/* The contract's functions of object X (type T, events pulled with NEXT into member M,
+   its query into member Q). */
+#define PUMP_CORE(X, T, NEXT, M, Q)                                                             \
     static int X##_step_(void *o, uint64_t now) { return X##_step((T *)o, now); }            \
     static uint64_t X##_deadline_(const void *o) { return X##_next_deadline((const T *)o); } \
-    static bool X##_next_(void *o, pump_ev *ev) { return NEXT((T *)o, &ev->M); }
+    static bool X##_next_(void *o, pump_ev *ev) { return NEXT((T *)o, &ev->M); }             \
+    static void X##_query_(const void *o, pump_info *in) { X##_query((const T *)o, &in->Q); }
 #define PUMP_FDS(X, T)                                                                          \
     static int X##_pollfds_(const void *o, rsd_pollfd *out, int cap) { return X##_pollfds((const T *)o, out, cap); }
 
-PUMP_CORE(rsd_http_client, rsd_http_client, rsd_http_next_event, client)
+PUMP_CORE(rsd_http_client, rsd_http_client, rsd_http_next_event, client, client)
 PUMP_FDS(rsd_http_client, rsd_http_client)
-PUMP_CORE(rsd_http_server, rsd_http_server, rsd_http_server_next_event, server)
+PUMP_CORE(rsd_http_server, rsd_http_server, rsd_http_server_next_event, server, server)
 PUMP_FDS(rsd_http_server, rsd_http_server)
-PUMP_CORE(rsd_procs, rsd_procs, rsd_procs_next_event, proc)
+PUMP_CORE(rsd_procs, rsd_procs, rsd_procs_next_event, proc, procs)
 PUMP_FDS(rsd_procs, rsd_procs)
-PUMP_CORE(rsd_pool, rsd_pool, rsd_pool_next_action, action)
-PUMP_CORE(rsd_fleet, rsd_fleet, rsd_fleet_next_event, fleet)
+PUMP_CORE(rsd_pool, rsd_pool, rsd_pool_next_action, action, pool)
+PUMP_CORE(rsd_fleet, rsd_fleet, rsd_fleet_next_event, fleet, fleet)
 PUMP_FDS(rsd_fleet, rsd_fleet)
-PUMP_CORE(rsd_ensurer, rsd_ensurer, rsd_ensurer_next_event, ensure)
+PUMP_CORE(rsd_ensurer, rsd_ensurer, rsd_ensurer_next_event, ensure, ensure)
 PUMP_FDS(rsd_ensurer, rsd_ensurer)
-PUMP_CORE(rsd_etcd, rsd_etcd, rsd_etcd_next_event, etcd)
+PUMP_CORE(rsd_etcd, rsd_etcd, rsd_etcd_next_event, etcd, etcd)
 PUMP_FDS(rsd_etcd, rsd_etcd)
 
 /* The state lock works on a lock within its state directory: the pair is its object. */
@@ -91,8 +108,26 @@ typedef struct pump_lock {
 static int pump_lock_step_(void *o, uint64_t now) { return rsd_state_lock_step(((pump_lock *)o)->st, &((pump_lock *)o)->lk, now); }
 static uint64_t pump_lock_deadline_(const void *o) { return rsd_state_lock_next_deadline(&((const pump_lock *)o)->lk); }
 static bool pump_lock_next_(void *o, pump_ev *ev) { return rsd_state_lock_next_event(&((pump_lock *)o)->lk, &ev->lock); }
+static void pump_lock_query_(const void *o, pump_info *in) {
+    rsd_state_lock_query(o ? &((const pump_lock *)o)->lk : NULL, &in->lock);
+}
 
-#define PUMP_ENTRY(X, obj, on, done) {#X, (obj), X##_step_, X##_pollfds_, X##_deadline_, X##_next_, (on), (done), 0}
+#define PUMP_ENTRY(X, obj, on, done) {#X, (obj), X##_step_, X##_pollfds_, X##_deadline_, X##_next_, X##_query_, (on), (done), 0, {{0}}}
+
+/* X_query reads: two calls give the same bytes (each fills its info whole, from a zeroed
+   start), and a NULL object gives an info too. The second is kept for the scenario. */
+static void pump_query(pump *o) {
+    pump_info a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    o->query(NULL, &a);
+    memset(&a, 0, sizeof a);
+    o->query(o->obj, &a);
+    o->query(o->obj, &b);
+    if (memcmp(&a, &b, sizeof a) != 0) printf("  %s: two queries differ\n", o->name);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    o->last = b;
+}
 
 /* One round: step, pull and answer every object; then wait on every descriptor until
    the earliest deadline (at most 50 ms). True when every part is over and nothing waited. */
@@ -114,6 +149,7 @@ static bool pump_round(pump *o, int n) {
         waited += got;
         for (k = 0; k < got; k++) /* answered after the pull: answers may queue more for the next round */
             if (o[i].on_event) o[i].on_event(&evs[k], now);
+        pump_query(&o[i]);
     }
     for (i = 0; i < n; i++) {
         uint64_t d = o[i].next_deadline(o[i].obj);
@@ -336,10 +372,10 @@ static void test_every_object_through_one_loop(void) {
             PUMP_ENTRY(rsd_http_client, NULL, on_client, client_done),
             PUMP_ENTRY(rsd_http_server, NULL, on_server, server_done),
             PUMP_ENTRY(rsd_procs, NULL, on_proc, procs_done),
-            {"rsd_pool", NULL, rsd_pool_step_, NULL, rsd_pool_deadline_, rsd_pool_next_, on_action, pool_done, 0},
+            {"rsd_pool", NULL, rsd_pool_step_, NULL, rsd_pool_deadline_, rsd_pool_next_, rsd_pool_query_, on_action, pool_done, 0, {{0}}},
             PUMP_ENTRY(rsd_fleet, NULL, on_fleet, fleet_done),
             PUMP_ENTRY(rsd_ensurer, NULL, on_ensure, ensure_done),
-            {"rsd_state_lock", NULL, pump_lock_step_, NULL, pump_lock_deadline_, pump_lock_next_, on_lock, lock_done, 0},
+            {"rsd_state_lock", NULL, pump_lock_step_, NULL, pump_lock_deadline_, pump_lock_next_, pump_lock_query_, on_lock, lock_done, 0, {{0}}},
             PUMP_ENTRY(rsd_etcd, NULL, on_etcd, etcd_done),
         };
         memcpy(t, rows, sizeof t);
@@ -392,6 +428,26 @@ static void test_every_object_through_one_loop(void) {
         CHECK_EQ_INT(g_etcd_lock, RSD_OK);
         CHECK_EQ_INT(g_etcd_unlock, RSD_OK);
     }
+    /* each object's query after the last round tells the same story */
+    CHECK(t[0].last.client.requests == 1);
+    CHECK(t[1].last.server.requests == 1 && t[1].last.server.responses == 1);
+    CHECK_EQ_INT(t[2].last.procs.live, 0);
+    CHECK_EQ_INT(t[2].last.procs.exited, 0); /* forgotten */
+    CHECK_EQ_INT(t[2].last.procs.events_waiting, 0);
+    CHECK(t[2].last.procs.now_ms > 0);
+    CHECK(t[3].last.pool.acquires == 1 && t[3].last.pool.releases == 1);
+    CHECK_EQ_INT((int)t[3].last.pool.running, 0);
+    CHECK(t[4].last.fleet.stopped);
+    CHECK_EQ_INT(t[4].last.fleet.models, 1);
+    CHECK_EQ_INT(t[4].last.fleet.processes, 0);
+    CHECK_EQ_INT(t[4].last.fleet.events_waiting, 0);
+    CHECK(t[4].last.fleet.pool.stopped && t[4].last.fleet.pool.spawns == 1);
+    CHECK(t[5].last.ensure.done);
+    CHECK_EQ_INT(t[5].last.ensure.result, RSD_OK);
+    CHECK_EQ_INT(t[6].last.lock.state, RSD_LOCK_HELD);
+    CHECK(t[6].last.lock.held && !t[6].last.lock.end_waiting);
+    CHECK_EQ_STR(t[6].last.lock.key, "pump|key");
+    if (n == 8) CHECK(t[7].last.etcd.result == RSD_OK && !t[7].last.etcd.held);
     /* quiet: once pulled, an end is not told again */
     CHECK_EQ_INT(rsd_ensurer_step(g_ensurer, rsd_now_ms()), 0);
     CHECK_EQ_INT(rsd_pool_step(g_pool, rsd_now_ms()), 0);

@@ -520,6 +520,7 @@ static void test_lock_deadline_fake_clock(void) {
     logcap lc, lc2;
     rsd_state *st, *st2;
     rsd_state_lock lk, lk2;
+    rsd_state_lock_info li;
     int up, down, r, steps = 0;
     uint64_t now = 1000, expect_wake[] = {1005, 1015, 1035, 1075, 1155, 1255, 1355, 1455, 1500};
     pid_t pid;
@@ -540,6 +541,14 @@ static void test_lock_deadline_fake_clock(void) {
     CHECK_EQ_INT(lk.attempts, 1);
     CHECK_EQ_INT(lock_step(st, &lk, now + 3), RSD_PENDING); /* not due: no attempt */
     CHECK_EQ_INT(lk.attempts, 1);
+    rsd_state_lock_query(&lk, &li); /* what it waits on */
+    CHECK_EQ_INT(li.state, RSD_LOCK_WAITING);
+    CHECK(!li.held && !li.end_waiting);
+    CHECK_EQ_INT(li.wake_ms, 1005);
+    CHECK_EQ_INT(li.deadline_ms, 1500);
+    CHECK_EQ_INT(li.attempts, 1);
+    CHECK_EQ_STR(li.key, KEY);
+    CHECK_EQ_STR(li.purpose, "reconcile");
     /* retry schedule: 5 ms doubling to 100 ms, last wake clamped to the deadline */
     for (;;) {
         if (steps < 9) CHECK_EQ_INT(lk.wake_ms, expect_wake[steps]);
@@ -554,6 +563,10 @@ static void test_lock_deadline_fake_clock(void) {
     CHECK_EQ_INT(lk.state, RSD_LOCK_UNLOCKED);
     CHECK_EQ_INT(lk.error, RSD_ERR_TIMEOUT);
     CHECK(!rsd_state_lock_held(&lk));
+    rsd_state_lock_query(&lk, &li);
+    CHECK(li.state == RSD_LOCK_UNLOCKED && li.error == RSD_ERR_TIMEOUT && !li.held);
+    CHECK(!li.end_waiting); /* lock_step pulled it */
+    CHECK_EQ_INT(li.attempts, 1 + 9); /* the first, and one at each wake */
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_WAIT_EXPIRED], 1);
     CHECK_EQ_INT(lock_step(st, &lk, now + 1), RSD_OK); /* stays settled */
     rsd_state_unlock(st, &lk); /* never releases what it never held */
@@ -574,9 +587,20 @@ static void test_lock_deadline_fake_clock(void) {
     CHECK_EQ_INT(lock_step(st2, &lk2, 0), RSD_PENDING);
     wr(down, 'G');
     CHECK_EQ_INT(reap(pid), 0);
-    CHECK_EQ_INT(lock_step(st2, &lk2, lk2.wake_ms), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk2, lk2.wake_ms), 1);
+    rsd_state_lock_query(&lk2, &li);
+    CHECK(li.state == RSD_LOCK_HELD && li.held && li.error == RSD_OK);
+    CHECK(li.end_waiting); /* not pulled yet */
+    CHECK(rsd_state_lock_next_event(&lk2, &r) && r == RSD_OK);
+    rsd_state_lock_query(&lk2, &li);
+    CHECK(li.held && !li.end_waiting);
     CHECK(rsd_state_lock_held(&lk2));
     rsd_state_unlock(st2, &lk2);
+    rsd_state_lock_query(&lk2, &li);
+    CHECK(li.state == RSD_LOCK_IDLE && !li.held);
+    rsd_state_lock_query(NULL, &li);
+    CHECK(li.state == RSD_LOCK_IDLE && li.attempts == 0);
+    CHECK_EQ_STR(li.key, "");
     close(up);
     close(down);
     rsd_state_destroy(st);

@@ -237,14 +237,14 @@ static rsd_http_client *client(const char *ca, bool insecure) {
 static void test_tls_good_cert_by_name(void) {
     rsd_http_client *c = client(g_path[P_CA], false);
     rsd_http_event ev;
-    rsd_http_client_stats st;
+    rsd_http_client_info st;
     REQUIRE(c);
     run_one(c, url("localhost", g_srv.port), 1000, &ev);
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK_EQ_INT(ev.status, 200);
     CHECK(ev.body.len > 0 && strstr(ev.body.ptr, "s_server") != NULL); /* -www status page */
     CHECK_EQ_INT(ev.tls_error, 0);
-    rsd_http_client_query_stats(c, &st);
+    rsd_http_client_query(c, &st);
     CHECK_EQ_INT(st.errors, 0);
     /* again: s_server -www answers HTTP/1.0 and closes, so this is a new connection
        (keep-alive reuse is test_tls_keepalive_reuse, with s_server in relay mode) */
@@ -252,7 +252,7 @@ static void test_tls_good_cert_by_name(void) {
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK_EQ_INT(ev.status, 200);
     CHECK(!ev.reused);
-    rsd_http_client_query_stats(c, &st);
+    rsd_http_client_query(c, &st);
     CHECK_EQ_INT(st.connects, 2);
     rsd_http_client_destroy(c);
     drain(&g_srv, 0);
@@ -479,7 +479,7 @@ static void test_tls_keepalive_reuse(void) {
     rsd_http_request q;
     rsd_http_req_h h;
     rsd_http_event ev;
-    rsd_http_client_stats st;
+    rsd_http_client_info st;
     int k;
     memset(&rs, 0, sizeof rs);
     rs.in = -1;
@@ -507,7 +507,7 @@ static void test_tls_keepalive_reuse(void) {
         CHECK_EQ_INT(ev.body.len, 2);
         CHECK_EQ_INT(ev.reused, k == 1);
     }
-    rsd_http_client_query_stats(c, &st);
+    rsd_http_client_query(c, &st);
     CHECK_EQ_INT(st.connects, 1);
     CHECK_EQ_INT(st.reuses, 1);
     rsd_http_client_destroy(c);

@@ -627,7 +627,7 @@ typedef struct srv {
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
 static void kv_status(srv *s, rsd_json_writer *w, int m);
 static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now);
-static bool model_running(srv *s, int m, uint64_t now);
+static bool model_running(srv *s, int m);
 static void devmem_admit(srv *s, uint64_t now);
 static void mem_status(srv *s, rsd_json_writer *w, int m);
 static void mem_w_pool(srv *s, rsd_json_writer *w);
@@ -731,7 +731,7 @@ static void respond_unavailable(srv *s, rsd_http_sreq_h h, int m, uint64_t now, 
     char msg[RSD_FLEET_MESSAGE_MAX + 192];
     uint32_t retry = 0;
     memset(&mi, 0, sizeof mi);
-    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    (void)rsd_fleet_query_model(s->fleet, m, &mi);
     if (mi.retry_at_ms > now) retry = (uint32_t)((mi.retry_at_ms - now + 999) / 1000);
     if (!why) why = mi.last_error ? mi.last_error : "model process failed to start";
     if (retry)
@@ -829,7 +829,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
         bool loaded;
         if ((only >= 0 && i != only) || !rsrv_lock_allows(s->cfg, i)) continue;
         memset(&mi, 0, sizeof mi);
-        (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
+        (void)rsd_fleet_query_model(s->fleet, i, &mi);
         loaded = !strcmp(router_state(&mi), "loaded");
         rsd_json_w_begin_object(&w);
         w_model_names(&w, m);
@@ -901,10 +901,10 @@ static void answer_props(srv *s, rsd_http_sreq_h h) {
 /* GET /status: every model and the pool's counters. */
 static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     rsd_json_writer w;
-    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    rsd_pool_info *st = (rsd_pool_info *)calloc(1, sizeof *st);
     int i, n;
     if (!st) { respond_error(s, h, 500, "server_error", "out of memory"); return; }
-    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
+    rsd_pool_query(rsd_fleet_pool(s->fleet), st);
     rsd_json_w_init(&w, s->out, SRV_OUT);
     rsd_json_w_begin_object(&w);
     rsd_json_w_key(&w, "max_models");
@@ -965,9 +965,9 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
-        if (m->retired && !model_running(s, i, now)) continue; /* removed by a reload, gone */
+        if (m->retired && !model_running(s, i)) continue; /* removed by a reload, gone */
         memset(&mi, 0, sizeof mi);
-        (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
+        (void)rsd_fleet_query_model(s->fleet, i, &mi);
         rsd_json_w_begin_object(&w);
         rsd_json_w_key(&w, "id");
         rsd_json_w_str(&w, m->id);
@@ -1037,10 +1037,10 @@ static int body_model_index(srv *s, const rsd_http_server_event *ev, bool load, 
     return m;
 }
 
-static bool model_running(srv *s, int m, uint64_t now) {
+static bool model_running(srv *s, int m) {
     rsd_fleet_model_info mi;
     memset(&mi, 0, sizeof mi);
-    if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK) return false;
+    if (rsd_fleet_query_model(s->fleet, m, &mi) != RSD_OK) return false;
     return mi.pool.slot >= 0 && (mi.pool.state == RSD_POOL_SLOT_STARTING || mi.pool.state == RSD_POOL_SLOT_READY ||
                                  mi.pool.state == RSD_POOL_SLOT_DRAINING);
 }
@@ -1056,7 +1056,7 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         respond_error(s, ev->req, g ? g : 409, "invalid_request_error", msg);
         return;
     }
-    if (model_running(s, m, now)) {
+    if (model_running(s, m)) {
         respond_error(s, ev->req, 400, "invalid_request_error", "model is already running");
         return;
     }
@@ -1067,7 +1067,7 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         char msg[RSD_FLEET_MESSAGE_MAX + 160];
         rsd_fleet_model_info mi;
         memset(&mi, 0, sizeof mi);
-        (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+        (void)rsd_fleet_query_model(s->fleet, m, &mi);
         snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id,
                  r == RSD_ERR_FLEET_START && mi.last_error ? mi.last_error : rsd_result_str(r));
         if (r == RSD_ERR_FLEET_START) ev_check_failed(s, m, now);
@@ -1085,7 +1085,7 @@ static void answer_unload(srv *s, const rsd_http_server_event *ev, uint64_t now)
     static const char ok[] = "{\"success\":true}";
     int m = body_model_index(s, ev, false, name, sizeof name), r;
     if (m < 0) return;
-    if (!model_running(s, m, now)) {
+    if (!model_running(s, m)) {
         respond_error(s, ev->req, 400, "invalid_request_error", "model is not running");
         return;
     }
@@ -1165,13 +1165,13 @@ static size_t job_queue_header(const job *j, rsd_http_header *h, char *buf, size
 /* Starts the downstream answer with the upstream's status, type and framing (the
    upstream head, read while its body streams). */
 static bool job_begin(srv *s, job *j) {
-    rsd_http_head_info hd;
+    rsd_http_req_info hd;
     rsd_http_header out[4];
     rsd_str ct;
     size_t nh = 0;
     int r;
     char qp[16];
-    if (rsd_http_query_head(s->hc, j->up, &hd) != RSD_OK) return false;
+    if (rsd_http_client_query_req(s->hc, j->up, &hd) != RSD_OK) return false;
     ct = rsd_http_header_get(hd.headers, hd.num_headers, "Content-Type");
     if (ct.ptr) {
         out[nh].name = rsd_str_c("Content-Type");
@@ -1279,7 +1279,7 @@ static void job_send(srv *s, job *j, uint64_t now) {
     rsd_http_header fwd[1];
     char ctype[128];
     int r;
-    if (rsd_http_server_query(s->hs, j->sreq, &ev) != RSD_OK) { /* the client went away */
+    if (rsd_http_server_query_req(s->hs, j->sreq, &ev) != RSD_OK) { /* the client went away */
         job_free(s, j, now);
         return;
     }
@@ -1368,7 +1368,7 @@ static bool aff_begin(srv *s, job *j, const rsd_http_server_event *ev, uint64_t 
     j->aff_phase = AFF_READY;
     a = &s->aff[j->model];
     memset(&mi, 0, sizeof mi);
-    (void)rsd_fleet_query_model(s->fleet, j->model, now, &mi);
+    (void)rsd_fleet_query_model(s->fleet, j->model, &mi);
     if (a->pid != mi.pid) rsrv_aff_reset(a, mi.pid); /* a new process: its slots are empty */
     hv = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "X-Session-Id");
     r = rsrv_body_member(ev->body.ptr, ev->body.len, "prompt_cache_key", key, sizeof key, &kl);
@@ -1394,7 +1394,7 @@ static void aff_on_upstream(srv *s, job *j, const rsd_http_event *ev, uint64_t n
     srv_aff_stats *st = &s->aff_stats[j->model];
     rsd_http_server_event sev;
     int k;
-    if (rsd_http_server_query(s->hs, j->sreq, &sev) != RSD_OK) { job_free(s, j, now); return; }
+    if (rsd_http_server_query_req(s->hs, j->sreq, &sev) != RSD_OK) { job_free(s, j, now); return; }
     if (j->aff_phase == AFF_SAMPLE) {
         bool erase = false;
         j->aff_phase = AFF_READY;
@@ -1535,11 +1535,11 @@ static bool query_autoload(rsd_str target) {
 /* With ?autoload=false a request is served only by a model that is ready now: 400
    "model is not loaded" when it is not resident, 503 "Loading model" while it starts
    (what the router and its child answer). true when it answered. */
-static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m, uint64_t now) {
+static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m) {
     rsd_fleet_model_info mi;
     memset(&mi, 0, sizeof mi);
     if (query_autoload(ev->head->target)) return false;
-    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    (void)rsd_fleet_query_model(s->fleet, m, &mi);
     if (mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_READY) return false;
     if (mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_STARTING) {
         static const char body[] = "{\"error\":{\"message\":\"Loading model\",\"type\":\"unavailable_error\",\"code\":503}}";
@@ -1582,7 +1582,7 @@ static bool queue_refuse(srv *s, const rsd_http_server_event *ev, int m, uint64_
     rsd_fleet_model_info mi;
     char msg[RSRV_ID_MAX + 160];
     memset(&mi, 0, sizeof mi);
-    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    (void)rsd_fleet_query_model(s->fleet, m, &mi);
     if (mi.retry_at_ms > now) return false;
     if (mine < lim_m && (all < lim_all || (!waiting_now && mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_READY)))
         return false;
@@ -1656,7 +1656,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         respond_unknown_model(s, ev->req, r == 1 ? name : "(too long)");
         return;
     }
-    if (refuse_no_autoload(s, ev, m, now)) return;
+    if (refuse_no_autoload(s, ev, m)) return;
     if (queue_refuse(s, ev, m, now, false)) return;
     /* X-Residency-Exclusive: 1 runs alone on its model's process (benchmarks) */
     xh = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "X-Residency-Exclusive");
@@ -1673,7 +1673,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     j->seq = ++s->job_seq;
     rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
     rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
-    if (!model_running(s, m, now)) { /* a start may be admitted */
+    if (!model_running(s, m)) { /* a start may be admitted */
         devmem_admit(s, now);
         start_fit(s, m, now);
     }
@@ -1721,7 +1721,7 @@ static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
     int i, n, np = 0;
     for (i = 0; s->fleet && i < s->cfg->nmodels && np < RSD_DEVMEM_MAX_PIDS; i++) {
         rsd_fleet_model_info mi;
-        if (rsd_fleet_query_model(s->fleet, i, now, &mi) == RSD_OK && mi.pid > 0) pids[np++] = mi.pid;
+        if (rsd_fleet_query_model(s->fleet, i, &mi) == RSD_OK && mi.pid > 0) pids[np++] = mi.pid;
     }
     s->dm_try_ms = now;
     n = rsd_devmem_read(s->devmem, pids, np, d, RSD_DEVMEM_MAX_DEVICES);
@@ -1763,8 +1763,8 @@ static void devmem_admit(srv *s, uint64_t now) {
     }
     foreign = pk.others_bytes;
     if (!pk.own_known) {
-        rsd_pool_stats st;
-        rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+        rsd_pool_info st;
+        rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
         foreign = pk.used_bytes - (st.reserved_bytes < pk.used_bytes ? st.reserved_bytes : pk.used_bytes);
     }
     if (foreign > RSD_POOL_MAX_BYTES) foreign = RSD_POOL_MAX_BYTES;
@@ -1797,7 +1797,7 @@ static void start_fit_set(srv *s, int m, uint32_t ctx, uint64_t reserve, uint64_
 static void start_fit(srv *s, int m, uint64_t now) {
     const rsrv_model *mc = &s->cfg->models[m];
     rsd_fleet_model_info mi;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     rsd_fit_bytes_desc d;
     rsd_fit_bytes fb;
     uint64_t held, kv, full = mem_bytes(s, m, NULL); /* its footprint at ctx: typed, learned or estimated */
@@ -1805,8 +1805,8 @@ static void start_fit(srv *s, int m, uint64_t now) {
     char t1[32];
     if (!mc->ctx || !full || mc->command[0] || !mc->model[0]) return;
     memset(&mi, 0, sizeof mi);
-    if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK || mi.retry_at_ms > now) return; /* backed off */
-    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    if (rsd_fleet_query_model(s->fleet, m, &mi) != RSD_OK || mi.retry_at_ms > now) return; /* backed off */
+    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
     if (!st.budget_bytes) return;
     if (!s->fit_kv[m] && !s->fit_seq[m]) { /* the figure, once per configuration */
         rsd_gguf *g = (rsd_gguf *)malloc(sizeof *g);
@@ -1825,7 +1825,7 @@ static void start_fit(srv *s, int m, uint64_t now) {
         if (!s->fit_kv[m]) s->fit_seq[m] = UINT32_MAX; /* no figure: never clamped */
     }
     if (!s->fit_kv[m]) return;
-    for (i = 0; i < s->cfg->nmodels; i++) others += i != m && model_running(s, i, now);
+    for (i = 0; i < s->cfg->nmodels; i++) others += i != m && model_running(s, i);
     held = st.reserved_bytes + st.leased_bytes + (st.foreign_bytes < st.budget_bytes ? st.foreign_bytes : st.budget_bytes);
     memset(&d, 0, sizeof d);
     d.requested = mc->ctx;
@@ -1854,9 +1854,9 @@ static void start_fit(srv *s, int m, uint64_t now) {
    memory is there. Nothing is read while no start waits so; a reading never stops a model. */
 #define SRV_DEVMEM_RETRY_MS 250
 static bool devmem_held(srv *s) {
-    rsd_pool_stats st;
+    rsd_pool_info st;
     if (!s->devmem) return false;
-    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
     return st.models_foreign_held > 0;
 }
 
@@ -1945,7 +1945,7 @@ static void mem_apply(srv *s, int m, bool running, uint64_t now) {
     if (!s->fleet || s->cfg->models[m].retired) return;
     mem_verbosity(s, m, now); /* first: it sets the configured desc, the bytes follow */
     memset(&mi, 0, sizeof mi);
-    if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK) return;
+    if (rsd_fleet_query_model(s->fleet, m, &mi) != RSD_OK) return;
     if (mi.pool.reserve_bytes != b) {
         pd = s->models[m].desc.pool;
         pd.id = NULL;
@@ -1953,9 +1953,9 @@ static void mem_apply(srv *s, int m, bool running, uint64_t now) {
         (void)rsd_pool_set_model(pool, m, &pd, now);
     }
     if (running && mi.pool.slot >= 0 && (mi.pool.state == RSD_POOL_SLOT_READY || mi.pool.state == RSD_POOL_SLOT_DRAINING)) {
-        rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+        rsd_pool_info *st = (rsd_pool_info *)calloc(1, sizeof *st);
         if (!st) return;
-        rsd_pool_query_stats(pool, st);
+        rsd_pool_query(pool, st);
         if (st->slots[mi.pool.slot].reserve_bytes != b) (void)rsd_pool_set_reserved(pool, st->slots[mi.pool.slot].proc, b, now);
         free(st);
     }
@@ -2183,7 +2183,7 @@ static void mem_learn(srv *s, int m, uint64_t now) {
     const char *src = NULL;
     int i, n = rsd_procs_live(p, hs, RSD_PROCS_MAX);
     for (i = 0; i < n; i++)
-        if (rsd_procs_query(p, hs[i], now, &pi) == RSD_OK && pi.pid == mm->learn_pid) break;
+        if (rsd_procs_query_proc(p, hs[i], &pi) == RSD_OK && pi.pid == mm->learn_pid) break;
     if (i >= n) { mm->learn_pid = 0; return; } /* gone before it said */
     if (pi.out_bytes != mm->learn_out) {
         rsd_llama_log lg;
@@ -2283,9 +2283,9 @@ static void mem_status(srv *s, rsd_json_writer *w, int m) {
 /* The pool's bytes: {"budget", "reserved", "leased", "others"} (others: what the last
    device reading counted for other programs; 0 without vram_budget = auto). */
 static void mem_w_pool(srv *s, rsd_json_writer *w) {
-    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    rsd_pool_info *st = (rsd_pool_info *)calloc(1, sizeof *st);
     if (!st) return;
-    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
+    rsd_pool_query(rsd_fleet_pool(s->fleet), st);
     rsd_json_w_key(w, "budget_bytes");
     rsd_json_w_int(w, (int64_t)s->cfg->vram_budget_bytes);
     rsd_json_w_key(w, "reserved_bytes");
@@ -2299,10 +2299,10 @@ static void mem_w_pool(srv *s, rsd_json_writer *w) {
 
 /* "budget 8 GiB, reserved 6 GiB, leased 0 KiB, others 1 GiB" for notices. */
 static const char *mem_pool_text(srv *s, char *out, size_t cap) {
-    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    rsd_pool_info *st = (rsd_pool_info *)calloc(1, sizeof *st);
     char t1[24], t2[24], t3[24], t4[24];
     if (!st) { snprintf(out, cap, "?"); return out; }
-    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
+    rsd_pool_query(rsd_fleet_pool(s->fleet), st);
     snprintf(out, cap, "budget %s, reserved %s, leased %s, others %s", mem_fmt(s->cfg->vram_budget_bytes, t1, sizeof t1),
              mem_fmt(st->reserved_bytes, t2, sizeof t2), mem_fmt(st->leased_bytes, t3, sizeof t3),
              mem_fmt(s->dm_foreign, t4, sizeof t4));
@@ -2382,7 +2382,7 @@ static srv_lease *lease_slot_new(srv *s) {
         rsd_pool_lease_h l;
         rsd_pool_lease_info li;
         l.id = s->leases[k].id;
-        if (!l.id || rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK) {
+        if (!l.id || rsd_pool_query_lease(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK) {
             memset(&s->leases[k], 0, sizeof s->leases[k]);
             return &s->leases[k];
         }
@@ -2391,9 +2391,9 @@ static srv_lease *lease_slot_new(srv *s) {
 }
 
 /* Child i of sl still runs (the fleet still has that pid for its model). */
-static bool lease_pid_alive(srv *s, const srv_lease *sl, int i, uint64_t now) {
+static bool lease_pid_alive(srv *s, const srv_lease *sl, int i) {
     rsd_fleet_model_info mi;
-    return rsd_fleet_query_model(s->fleet, sl->model[i], now, &mi) == RSD_OK && mi.pid == sl->pid[i];
+    return rsd_fleet_query_model(s->fleet, sl->model[i], &mi) == RSD_OK && mi.pid == sl->pid[i];
 }
 
 /* The device as a reading after the exits shows it: free bytes cover the grant and the
@@ -2410,7 +2410,7 @@ static bool lease_update(srv *s, srv_lease *sl, const rsd_pool_lease_info *li, b
     if (sl->ready) return false;
     if (!sl->exited) {
         for (i = 0; i < sl->n; i++)
-            if (lease_pid_alive(s, sl, i, now)) return false;
+            if (lease_pid_alive(s, sl, i)) return false;
         if (!s->devmem && !li->ready) return false; /* the pool's bytes: other stops still exiting */
         sl->exited = true;
     }
@@ -2441,8 +2441,7 @@ static bool lease_update(srv *s, srv_lease *sl, const rsd_pool_lease_info *li, b
    whose stopped process runs still], or "device" {name, reads, free_bytes,
    needed_bytes, stopped_bytes (null where not counted per process)} (null before a
    reading could be taken). */
-static void lease_w_state(srv *s, rsd_json_writer *w, const srv_lease *sl, const rsd_pool_lease_info *li,
-                          uint64_t now) {
+static void lease_w_state(srv *s, rsd_json_writer *w, const srv_lease *sl, const rsd_pool_lease_info *li) {
     int i;
     rsd_json_w_key(w, "ready");
     rsd_json_w_bool(w, sl ? sl->ready : li->ready);
@@ -2454,7 +2453,7 @@ static void lease_w_state(srv *s, rsd_json_writer *w, const srv_lease *sl, const
         rsd_json_w_key(w, "exiting");
         rsd_json_w_begin_array(w);
         for (i = 0; i < sl->n; i++)
-            if (lease_pid_alive(s, sl, i, now)) rsd_json_w_str(w, s->cfg->models[sl->model[i]].id);
+            if (lease_pid_alive(s, sl, i)) rsd_json_w_str(w, s->cfg->models[sl->model[i]].id);
         rsd_json_w_end_array(w);
     } else {
         rsd_json_w_str(w, "device");
@@ -2493,7 +2492,7 @@ static void lease_event(srv *s, const char *kind, rsd_pool_lease_h l, const rsd_
     rsd_json_w_int(&w, (int64_t)li->requested);
     rsd_json_w_key(&w, "granted");
     rsd_json_w_int(&w, (int64_t)li->granted);
-    lease_w_state(s, &w, lease_find(s, l.id), li, now);
+    lease_w_state(s, &w, lease_find(s, l.id), li);
     rsd_json_w_key(&w, "memory");
     rsd_json_w_begin_object(&w);
     rsd_json_w_key(&w, "stopped");
@@ -2522,7 +2521,7 @@ static void lease_service(srv *s, uint64_t now) {
         rsd_pool_lease_info li;
         if (!sl->id) continue;
         l.id = sl->id;
-        if (rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK) {
+        if (rsd_pool_query_lease(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK) {
             memset(sl, 0, sizeof *sl);
             continue;
         }
@@ -2562,7 +2561,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease_h l, bool rel
     srv_lease *sl;
     int i, n;
     memset(&li, 0, sizeof li);
-    if (rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK ||
+    if (rsd_pool_query_lease(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK ||
         (released && rsd_pool_lease_return(rsd_fleet_pool(s->fleet), l, now) != RSD_OK)) {
         respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
         return;
@@ -2586,7 +2585,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease_h l, bool rel
     rsd_json_w_int(&w, (int64_t)li.granted);
     rsd_json_w_key(&w, "requested");
     rsd_json_w_int(&w, (int64_t)li.requested);
-    lease_w_state(s, &w, sl, &li, now);
+    lease_w_state(s, &w, sl, &li);
     rsd_json_w_key(&w, "restore");
     rsd_json_w_bool(&w, li.restore);
     rsd_json_w_key(&w, "expires_in_ms");
@@ -2629,14 +2628,14 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
         int i;
         srv_lease *sl = lease_slot_new(s);
         memset(&li, 0, sizeof li);
-        (void)rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li);
+        (void)rsd_pool_query_lease(rsd_fleet_pool(s->fleet), l, &li);
         stopped[0] = 0;
         if (sl) sl->id = l.id;
         for (i = 0; i < s->cfg->nmodels && i < 64; i++)
             if (li.stopped & ((uint64_t)1 << i)) {
                 char t[160];
                 rsd_fleet_model_info mi;
-                if (sl && sl->n < RSD_POOL_MAX_SLOTS && rsd_fleet_query_model(s->fleet, i, now, &mi) == RSD_OK &&
+                if (sl && sl->n < RSD_POOL_MAX_SLOTS && rsd_fleet_query_model(s->fleet, i, &mi) == RSD_OK &&
                     mi.pid > 0) {
                     sl->model[sl->n] = i;
                     sl->pid[sl->n++] = mi.pid;
@@ -2737,7 +2736,7 @@ static size_t cors_headers(srv *s, rsd_http_sreq_h h, rsd_http_header *hd, size_
     rsd_http_server_event ev;
     rsd_str origin;
     bool star;
-    if (!s->cfg->cors[0] || rsd_http_server_query(s->hs, h, &ev) != RSD_OK) return n;
+    if (!s->cfg->cors[0] || rsd_http_server_query_req(s->hs, h, &ev) != RSD_OK) return n;
     origin = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Origin");
     star = !strcmp(s->cfg->cors, "*");
     if (!star) {
@@ -2906,7 +2905,7 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
     if (what == ROUTER_INFO || what == ROUTER_INFO_SHORT) {
         rsd_fleet_model_info mi;
         memset(&mi, 0, sizeof mi);
-        (void)rsd_fleet_query_model(s->fleet, m, s->now, &mi);
+        (void)rsd_fleet_query_model(s->fleet, m, &mi);
         rsd_json_w_key(&w, "info");
         rsd_json_w_begin_object(&w);
         rsd_json_w_key(&w, "id");
@@ -3123,20 +3122,20 @@ static const char *state_name(const rsd_fleet_model_info *mi) {
 }
 
 /* Model i is one an eviction makes room for: not resident (or starting) and wanted. */
-static bool evict_wants(srv *s, int i, uint64_t now) {
+static bool evict_wants(srv *s, int i) {
     rsd_fleet_model_info mi;
     memset(&mi, 0, sizeof mi);
-    if (rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK) return false;
+    if (rsd_fleet_query_model(s->fleet, i, &mi) != RSD_OK) return false;
     return (mi.pool.waiting || mi.pool.preloads) && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING);
 }
 
 /* "coder 2.00 GiB (estimate; ...)" for every model an eviction of victim makes room for. */
-static void evict_wanted_text(srv *s, int victim, uint64_t now, char *out, size_t cap) {
+static void evict_wanted_text(srv *s, int victim, char *out, size_t cap) {
     size_t o = 0;
     int i;
     out[0] = 0;
     for (i = 0; i < s->cfg->nmodels; i++)
-        if (i != victim && evict_wants(s, i, now)) {
+        if (i != victim && evict_wants(s, i)) {
             char t[160];
             int n = snprintf(out + o, cap - o, "%s%s %s", o ? ", " : "", s->cfg->models[i].id, mem_model_text(s, i, t, sizeof t));
             if (n < 0 || (size_t)n >= cap - o) break;
@@ -3180,7 +3179,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     rsd_fleet_model_info vi, mi;
     int i;
     memset(&vi, 0, sizeof vi);
-    (void)rsd_fleet_query_model(s->fleet, fe->model, now, &vi);
+    (void)rsd_fleet_query_model(s->fleet, fe->model, &vi);
     rsd_json_w_key(&w, "pid");
     rsd_json_w_int(&w, fe->pid);
     rsd_json_w_key(&w, "reason");
@@ -3192,7 +3191,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     rsd_json_w_key(&w, "for");
     rsd_json_w_begin_array(&w);
     for (i = 0; i < s->cfg->nmodels; i++)
-        if (i != fe->model && evict_wants(s, i, now)) rsd_json_w_str(&w, s->cfg->models[i].id);
+        if (i != fe->model && evict_wants(s, i)) rsd_json_w_str(&w, s->cfg->models[i].id);
     rsd_json_w_end_array(&w);
     rsd_json_w_key(&w, "memory"); /* the bytes: the victim's, those it makes room for, the pool's */
     rsd_json_w_begin_object(&w);
@@ -3200,7 +3199,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     rsd_json_w_key(&w, "for");
     rsd_json_w_begin_array(&w);
     for (i = 0; i < s->cfg->nmodels; i++)
-        if (i != fe->model && evict_wants(s, i, now)) {
+        if (i != fe->model && evict_wants(s, i)) {
             rsd_json_w_begin_object(&w);
             mem_w_model(s, &w, "model", i);
             rsd_json_w_end_object(&w);
@@ -3213,7 +3212,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         const char *why;
         memset(&mi, 0, sizeof mi);
-        if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK || mi.pool.slot < 0) continue;
+        if (i == fe->model || rsd_fleet_query_model(s->fleet, i, &mi) != RSD_OK || mi.pool.slot < 0) continue;
         if (mi.pool.state == RSD_POOL_SLOT_STARTING) why = mi.pool.waiting || mi.pool.preloads ? "the model room is made for" : "starting";
         else if (mi.pool.state == RSD_POOL_SLOT_STOPPING) why = "already stopping";
         else if (mi.pool.pinned) why = "pinned";
@@ -3330,7 +3329,7 @@ static void ev_check_failed(srv *s, int m, uint64_t now) {
     srv_event *e = ev_begin(s, &w, "failed_start", m, now);
     rsd_fleet_model_info mi;
     memset(&mi, 0, sizeof mi);
-    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    (void)rsd_fleet_query_model(s->fleet, m, &mi);
     s->mstat[m].failed_starts++;
     rsd_json_w_key(&w, "before_start");
     rsd_json_w_bool(&w, true);
@@ -3346,14 +3345,14 @@ static void ev_check_failed(srv *s, int m, uint64_t now) {
    that asks again is answered each time, the log is not flooded. */
 static void no_fit(srv *s, int m, uint64_t now, char *text, size_t cap) {
     rsd_fleet_model_info mi;
-    rsd_pool_stats st;
+    rsd_pool_info st;
     rsd_json_writer w;
     srv_event *e;
     char a[32], b[32], c[32];
     uint64_t need;
     memset(&mi, 0, sizeof mi);
-    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
-    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    (void)rsd_fleet_query_model(s->fleet, m, &mi);
+    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
     need = mi.pool.reserve_bytes;
     snprintf(text, cap, "cannot serve '%s': it needs %s (%llu bytes) and can never fit: the byte budget is %s "
              "(%llu bytes; other programs hold %s now)", s->cfg->models[m].id, rsrv_fmt_size(need, a, sizeof a),
@@ -3381,7 +3380,7 @@ static void ev_request(srv *s, const char *kind, int m, uint64_t now, int64_t wa
     srv_event *e = ev_begin(s, &w, kind, m, now);
     rsd_fleet_model_info mi;
     memset(&mi, 0, sizeof mi);
-    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    (void)rsd_fleet_query_model(s->fleet, m, &mi);
     rsd_json_w_key(&w, "state");
     rsd_json_w_str(&w, state_name(&mi));
     rsd_json_w_key(&w, "waiting");
@@ -3590,9 +3589,9 @@ static void mem_metrics(srv *s, mbuf *b, const char *lab, int m) {
     }
 }
 
-static void answer_metrics(srv *s, rsd_http_sreq_h h, uint64_t now) {
+static void answer_metrics(srv *s, rsd_http_sreq_h h) {
     static const char *const states[] = {"unloaded", "starting", "ready", "draining", "stopping", "failed"};
-    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    rsd_pool_info *st = (rsd_pool_info *)calloc(1, sizeof *st);
     rsd_fleet_model_info *mi = (rsd_fleet_model_info *)calloc((size_t)s->cfg->nmodels + 1, sizeof *mi);
     char lab[2 * RSRV_ID_MAX + 8];
     rsd_http_header hd[3];
@@ -3609,11 +3608,11 @@ static void answer_metrics(srv *s, rsd_http_sreq_h h, uint64_t now) {
     b.n = 0;
     b.cap = SRV_OUT;
     b.full = false;
-    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
-    for (i = 0; i < s->cfg->nmodels; i++) (void)rsd_fleet_query_model(s->fleet, i, now, &mi[i]);
+    rsd_pool_query(rsd_fleet_pool(s->fleet), st);
+    for (i = 0; i < s->cfg->nmodels; i++) (void)rsd_fleet_query_model(s->fleet, i, &mi[i]);
 #define SRV_FAMILY(name, type, help) mput(&b, "# HELP rsd_serve_" name " " help "\n# TYPE rsd_serve_" name " " type "\n")
 #define SRV_EACH(body) for (i = 0; i < s->cfg->nmodels; i++) { \
-        if (s->cfg->models[i].retired && !model_running(s, i, now)) continue; /* removed by a reload */ \
+        if (s->cfg->models[i].retired && !model_running(s, i)) continue; /* removed by a reload */ \
         mlabel(s->cfg->models[i].id, lab, sizeof lab); body; }
     SRV_FAMILY("model_state", "gauge", "1 for the state each model is in (unloaded, starting, ready, draining, stopping, failed).");
     SRV_EACH(for (k = 0; k < 6; k++) {
@@ -3905,7 +3904,7 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         return;
     }
     if (get && path_is(ev, "/metrics")) {
-        answer_metrics(s, ev->req, now);
+        answer_metrics(s, ev->req);
     } else if (get && path_is(ev, "/_rsd/events")) {
         answer_sse(s, ev, false, now);
     } else if (get && path_is(ev, "/models/sse")) {
@@ -4046,7 +4045,7 @@ static bool job_stalled(srv *s, job *j, uint64_t now) {
     if (idle < limit) {
         rsd_fleet_model_info mi;
         memset(&mi, 0, sizeof mi);
-        drain = rsd_fleet_query_model(s->fleet, j->model, now, &mi) == RSD_OK &&
+        drain = rsd_fleet_query_model(s->fleet, j->model, &mi) == RSD_OK &&
                 mi.pool.state == RSD_POOL_SLOT_DRAINING;
         if (!drain) return false;
     }
@@ -4158,7 +4157,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     case RSD_FLEET_EV_STOPPING:
         if (ev->why == RSD_POOL_WHY_EVICT && ev->model >= 0 && (s->cfg->vram_budget_bytes || s->cfg->vram_budget_auto)) {
             char held[160], pool[160], wanted[RSRV_MAX_MODELS * 40 + 8];
-            evict_wanted_text(s, ev->model, now, wanted, sizeof wanted);
+            evict_wanted_text(s, ev->model, wanted, sizeof wanted);
             logf_("%s: stopping pid %lld (evict: it holds %s; %s; room for %s)", id, (long long)ev->pid,
                   mem_model_text(s, ev->model, held, sizeof held), mem_pool_text(s, pool, sizeof pool), wanted);
         } else
@@ -4175,7 +4174,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
               ev->term_signal ? ", signal " : "", ev->term_signal ? strsignal(ev->term_signal) : "");
         if (ev->model >= 0 && ev->model < RSRV_MAX_MODELS && s->restart[ev->model]) {
             s->restart[ev->model] = false; /* changed by a reload while it ran: start it anew */
-            if (!s->stopping && !model_running(s, ev->model, now)) {
+            if (!s->stopping && !model_running(s, ev->model)) {
                 logf_("%s: starting again with its new configuration", id);
                 (void)rsd_fleet_load(s->fleet, ev->model, now);
             }
@@ -5372,7 +5371,7 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
                 fail_waiting(s, i, now);
                 sm->desc.pool.pinned = false;
                 (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
-                if (model_running(s, i, now))
+                if (model_running(s, i))
                     (void)rsd_pool_unload(rsd_fleet_pool(s->fleet), i, RSD_POOL_UNLOAD_DRAIN, now);
             }
             s->restart[i] = false;
@@ -5384,7 +5383,7 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         } else if (rsrv_model_process_differs(oc, om, mc, m)) {
             (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
             list_add(ro->changed, sizeof ro->changed, m->id);
-            if (model_running(s, i, now)) {
+            if (model_running(s, i)) {
                 (void)rsd_pool_unload(rsd_fleet_pool(s->fleet), i, RSD_POOL_UNLOAD_DRAIN, now);
                 s->restart[i] = true;
             } else {
@@ -5401,7 +5400,7 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         mem_prepare(s, i); /* its figures for the new configuration, before it starts again */
         mem_apply(s, i, false, now);
         if (fresh) s->fit_kv[i] = s->fit_seq[i] = s->fit_ctx[i] = 0; /* its fleet desc is the new one */
-        if (start && !model_running(s, i, now)) (void)rsd_fleet_load(s->fleet, i, now);
+        if (start && !model_running(s, i)) (void)rsd_fleet_load(s->fleet, i, now);
     }
     if (mc->max_models != oc->max_models)
         (void)rsd_pool_configure(rsd_fleet_pool(s->fleet), mc->max_models, now);

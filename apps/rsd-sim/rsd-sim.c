@@ -207,7 +207,7 @@ static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r, bool big,
     }
     if (r->connection_close && !r->close_after) { /* said, but the socket stays usable */
         rsd_http_server_event q;
-        if (rsd_http_server_query(a->srv, h, &q) != RSD_OK || !q.head->framing.close) {
+        if (rsd_http_server_query_req(a->srv, h, &q) != RSD_OK || !q.head->framing.close) {
             hd[nh].name = rsd_str_c("Connection");
             hd[nh++].value = rsd_str_c("close");
         }
