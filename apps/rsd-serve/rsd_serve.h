@@ -1093,9 +1093,12 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
             uint32_t *seen = cur ? &cur->seen : &c->seen;
             if (key < 0) {
                 char known[1024];
-                snprintf(msg, sizeof msg, "unknown %skey '%.*s'%s%s%s (%s)", cur ? "" : "global ", RSRV_SHOWN(kn), k,
-                         cur ? " in [model " : "", cur ? cur->id : "", cur ? "]" : "",
-                         rsrv_key_list(keys, nkeys, known, sizeof known));
+                /* cut at sizeof msg when the key list is long (the return value is looked
+                   at, so gcc's -O1 format-truncation check does not fire on the cross builds) */
+                if (snprintf(msg, sizeof msg, "unknown %skey '%.*s'%s%s%s (%s)", cur ? "" : "global ",
+                             RSRV_SHOWN(kn), k, cur ? " in [model " : "", cur ? cur->id : "", cur ? "]" : "",
+                             rsrv_key_list(keys, nkeys, known, sizeof known)) < 0)
+                    msg[0] = '\0';
                 goto fail;
             }
             if (*seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", keys[key].name); goto fail; }
