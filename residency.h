@@ -12964,6 +12964,20 @@ RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     rsdi_pool_event_log(p, RSD_POOL_EV_CLAIM, RSD_POOL_WHY_NONE, s);
 }
 
+/* Model m claims an empty slot entry when free_s and free_b hold one more process of r
+   bytes: true (both counted down), else false with nothing changed. */
+RSDI_PRIVATE bool rsdi_pool_claim_empty(rsd_pool *p, int m, int64_t r, int64_t *free_s, int64_t *free_b) {
+    int s;
+    if (*free_s < 1 || *free_b < r) return false;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++)
+        if (p->slots[s].state == RSD_POOL_SLOT_EMPTY) break;
+    if (s == RSD_POOL_MAX_SLOTS) return false;
+    rsdi_pool_claim(p, s, m);
+    (*free_s)--;
+    *free_b -= r;
+    return true;
+}
+
 /* The slot's process is gone (or never existed): back to EMPTY, reservation freed,
    running requests orphaned, the model's waiters go back to wanting a slot. */
 RSDI_PRIVATE void rsdi_pool_vacate(rsd_pool *p, int s) {
@@ -13151,16 +13165,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
             rsdi_pool_fail_model_waiters(p, m, v);
             continue;
         }
-        if (free_s >= 1 && free_b >= r) { /* empty slot (claim) or grow */
-            for (s = 0; s < RSD_POOL_MAX_SLOTS; s++)
-                if (p->slots[s].state == RSD_POOL_SLOT_EMPTY) break;
-            if (s < RSD_POOL_MAX_SLOTS) {
-                rsdi_pool_claim(p, s, m);
-                free_s--;
-                free_b -= r;
-                continue;
-            }
-        }
+        if (rsdi_pool_claim_empty(p, m, r, &free_s, &free_b)) continue; /* room now: claim */
         avail_s = free_s + pend_s;
         avail_b = free_b + pend_b;
         /* Evict idle LRU slots until count and bytes fit. Decide the whole
@@ -13227,16 +13232,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
             }
             /* With ov the start begins now, beside the stops, when the bytes hold both
                (and a slot entry is empty: up to RSD_POOL_MAX_SLOTS processes at once). */
-            if (ov && free_s >= 1 && free_b >= r) {
-                for (s = 0; s < RSD_POOL_MAX_SLOTS; s++)
-                    if (p->slots[s].state == RSD_POOL_SLOT_EMPTY) break;
-                if (s < RSD_POOL_MAX_SLOTS) {
-                    rsdi_pool_claim(p, s, m);
-                    free_s--;
-                    free_b -= r;
-                    continue;
-                }
-            }
+            if (ov && rsdi_pool_claim_empty(p, m, r, &free_s, &free_b)) continue;
         }
         /* Commit: this model holds the free and outgoing capacity it needs, so later
            models cannot take what is being freed for it (no thrash). */

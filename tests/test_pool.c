@@ -7,15 +7,20 @@
 
 #include "pool_host.h"
 
-static rsd_pool *mk(int max, uint64_t budget, const rsd_pool_model_desc *m, int n) {
+static rsd_pool *mk_overlap(int max, uint64_t budget, int overlap, const rsd_pool_model_desc *m, int n) {
     rsd_pool_desc d;
     memset(&d, 0, sizeof d);
     d.max_slots = max;
     d.vram_budget_bytes = budget;
+    d.overlap = overlap;
     d.models = m;
     d.num_models = n;
     d.event_log = 256;
     return rsd_pool_create(&d);
+}
+
+static rsd_pool *mk(int max, uint64_t budget, const rsd_pool_model_desc *m, int n) {
+    return mk_overlap(max, budget, RSD_POOL_OVERLAP_BYTES, m, n);
 }
 
 
@@ -1074,17 +1079,6 @@ static void ev_trace(rsd_pool *p, char *out, size_t cap) {
     }
 }
 
-static rsd_pool *mk_overlap(int max, uint64_t budget, int overlap, const rsd_pool_model_desc *m, int n) {
-    rsd_pool_desc d;
-    memset(&d, 0, sizeof d);
-    d.max_slots = max;
-    d.vram_budget_bytes = budget;
-    d.overlap = overlap;
-    d.models = m;
-    d.num_models = n;
-    d.event_log = 64;
-    return rsd_pool_create(&d);
-}
 
 /* One slot, a resident idle "a", a request for "b": the pool's actions and events up to the
    moment the host reports a's exit. Returns how many SPAWNs came before that exit. */
