@@ -954,6 +954,7 @@ static void test_serve_upstream_hangup(void) {
     got = raw_read(fd, buf, sizeof buf - 1);
     REQUIRE(got > 0);
     buf[got] = 0;
+    if (strstr(buf, "HTTP/1.1 502") != buf || !strstr(buf, "upstream 'slow'")) printf("  the answer: %.600s\n", buf);
     CHECK(strstr(buf, "HTTP/1.1 502") == buf);
     CHECK(strstr(buf, "upstream 'slow'") != NULL);
     close(fd);
