@@ -276,30 +276,37 @@ static void print_degraded(const rsd_ensure_result *r, int code) {
     else if (over) printf("  --max-models N reads a larger listing\n");
 }
 
-/* --list on LM Studio: GET <root>/api/v1/models (else /api/v0/models), print the loaded
-   instances "resident: a (loaded), q:2 (loaded, instance of q)". */
 /* The body of a --list answer (a listing as large as the client's default limit). */
 static char list_body[RSD_HTTP_DEFAULT_MAX_BODY_BYTES];
+
+/* GET <root>path (u gets the URL) into list_body: the ensurer's client keeps small slots.
+   RSD_OK (the answer in *ev) or the request's error. */
+static int list_get(rsd_ensurer *e, const char *root, const char *path, const char *token, char *u, size_t cap,
+                    rsd_http_event *ev) {
+    rsd_http_request q;
+    snprintf(u, cap, "%s%s", root, path);
+    memset(&q, 0, sizeof q);
+    q.url = u;
+    q.bearer_token = token;
+    q.total_timeout_ms = 5000;
+    q.body_buf = list_body;
+    q.body_cap = sizeof list_body;
+    return rsd_http_request_sync(rsd_ensurer_http(e), &q, ev);
+}
+
+/* --list on LM Studio: GET <root>/api/v1/models (else /api/v0/models), print the loaded
+   instances "resident: a (loaded), q:2 (loaded, instance of q)". */
 
 static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
     static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
     static rsd_lms_catalog cat;
     static const char *const paths[2] = {"/api/v1/models", "/api/v0/models"};
     char root[2048], u[2200];
-    rsd_http_request q;
     rsd_http_event ev;
     int t, i, rc = RSD_ERR_NOT_FOUND;
     if (rsd_root_url(rsd_str_c(url), root, sizeof root) < 0) return EX_USAGE;
     for (t = 0; t < 2; t++) {
-        snprintf(u, sizeof u, "%s%s", root, paths[t]);
-        memset(&q, 0, sizeof q);
-        q.url = u;
-        q.bearer_token = token;
-        q.total_timeout_ms = 5000;
-        q.body_buf = list_body; /* the ensurer's client keeps small slots: the catalog comes here */
-        q.body_cap = sizeof list_body;
-        rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
-        if (rc != RSD_OK) break;
+        if ((rc = list_get(e, root, paths[t], token, u, sizeof u, &ev)) != RSD_OK) break;
         rc = rsd_lms_catalog_from_response(&cat, t ? RSD_LMS_TIER_V0 : RSD_LMS_TIER_V1, ev.status, ev.body.ptr,
                                            ev.body.len, toks, RSD_LISTING_MAX_TOKENS);
         if (rc >= 0 || rc == RSD_ERR_AUTH) break;
@@ -326,24 +333,11 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token, bool 
     static rsd_listed_model lm[RSD_LISTING_MAX_MODELS];
     static char arena[RSD_LISTING_ARENA_BYTES];
     static rsd_listing l;
-    const char *path = ollama ? "/api/ps" : "/v1/models";
-    char u[2200];
-    size_t n = strlen(url);
-    rsd_http_request q;
+    char root[2048], u[2200];
     rsd_http_event ev;
     int i, shown = 0, rc;
-    while (n && url[n - 1] == '/') n--;
-    if (n >= 3 && memcmp(url + n - 3, "/v1", 3) == 0) n -= 3;
-    if (n + 16 > sizeof u) return EX_USAGE;
-    memcpy(u, url, n);
-    memcpy(u + n, path, strlen(path) + 1);
-    memset(&q, 0, sizeof q);
-    q.url = u;
-    q.bearer_token = token;
-    q.total_timeout_ms = 5000;
-    q.body_buf = list_body; /* the ensurer's client keeps small slots: the listing comes here */
-    q.body_cap = sizeof list_body;
-    rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
+    if (rsd_root_url(rsd_str_c(url), root, sizeof root) < 0) return EX_USAGE;
+    rc = list_get(e, root, ollama ? "/api/ps" : "/v1/models", token, u, sizeof u, &ev);
     if (rc != RSD_OK) {
         printf("server unreachable: GET %s: %s\n", term_url(u), rsd_result_str(rc));
         return EX_UNREACHABLE;

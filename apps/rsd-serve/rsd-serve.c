@@ -694,34 +694,50 @@ static void respond_json(srv *s, rsd_http_sreq_h h, int status, const char *body
     respond_json_retry(s, h, status, body, n, 0);
 }
 
-/* {"error":{"code":C,"message":M,"type":T}} (llama.cpp's envelope, wire.md 1.13), with
-   Retry-After when retry_after_s > 0. */
-static void respond_error_retry(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg,
-                                uint32_t retry_after_s) {
+/* The error envelope: {"error":{"code":C,"message":M,"type":T}} (llama.cpp's, wire.md
+   1.13), or with code_str {"error":{"message":M,"type":T,"param":P,"code":"S"}} (OpenAI's);
+   Retry-After when retry_after_s > 0. A message that is not UTF-8 (child output) says less. */
+static void respond_error_obj(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg,
+                              const char *param, const char *code_str, uint32_t retry_after_s) {
     rsd_json_writer w;
     int n;
     rsd_json_w_init(&w, s->out, SRV_OUT);
     rsd_json_w_begin_object(&w);
     rsd_json_w_key(&w, "error");
     rsd_json_w_begin_object(&w);
-    rsd_json_w_key(&w, "code");
-    rsd_json_w_int(&w, status);
+    if (!code_str) {
+        rsd_json_w_key(&w, "code");
+        rsd_json_w_int(&w, status);
+    }
     rsd_json_w_key(&w, "message");
     rsd_json_w_str(&w, msg);
     rsd_json_w_key(&w, "type");
     rsd_json_w_str(&w, type);
+    if (param) {
+        rsd_json_w_key(&w, "param");
+        rsd_json_w_str(&w, param);
+    }
+    if (code_str) {
+        rsd_json_w_key(&w, "code");
+        rsd_json_w_str(&w, code_str);
+    }
     rsd_json_w_end_object(&w);
     rsd_json_w_end_object(&w);
     n = rsd_json_w_finish(&w);
-    if (n < 0) { /* a message that is not UTF-8 (child output): say less */
-        respond_error_retry(s, h, status, type, "error (message not printable)", retry_after_s);
+    if (n < 0) {
+        respond_error_obj(s, h, status, type, "error (message not printable)", param, code_str, retry_after_s);
         return;
     }
     respond_json_retry(s, h, status, s->out, (size_t)n, retry_after_s);
 }
 
+static void respond_error_retry(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg,
+                                uint32_t retry_after_s) {
+    respond_error_obj(s, h, status, type, msg, NULL, NULL, retry_after_s);
+}
+
 static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg) {
-    respond_error_retry(s, h, status, type, msg, 0);
+    respond_error_obj(s, h, status, type, msg, NULL, NULL, 0);
 }
 
 /* 503 for model m that cannot start now: why (the fleet's last reason when NULL), and
@@ -748,27 +764,9 @@ static void respond_404(srv *s, rsd_http_sreq_h h) {
 }
 
 static void respond_unknown_model(srv *s, rsd_http_sreq_h h, const char *name) {
-    rsd_json_writer w;
-    char msg[RSRV_ID_MAX + 64];
-    int n;
+    char msg[512];
     snprintf(msg, sizeof msg, "The model '%s' does not exist", name);
-    rsd_json_w_init(&w, s->out, SRV_OUT);
-    rsd_json_w_begin_object(&w);
-    rsd_json_w_key(&w, "error");
-    rsd_json_w_begin_object(&w);
-    rsd_json_w_key(&w, "message");
-    rsd_json_w_str(&w, msg);
-    rsd_json_w_key(&w, "type");
-    rsd_json_w_str(&w, "invalid_request_error");
-    rsd_json_w_key(&w, "param");
-    rsd_json_w_str(&w, "model");
-    rsd_json_w_key(&w, "code");
-    rsd_json_w_str(&w, "model_not_found");
-    rsd_json_w_end_object(&w);
-    rsd_json_w_end_object(&w);
-    n = rsd_json_w_finish(&w);
-    if (n < 0) respond_404(s, h);
-    else respond_json(s, h, 404, s->out, (size_t)n);
+    respond_error_obj(s, h, 404, "invalid_request_error", msg, "model", "model_not_found", 0);
 }
 
 /* Router-style state of a model (wire.md 1.4). */
