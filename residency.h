@@ -850,6 +850,15 @@
            strings, null, 0, negatives, fractions below 1 -> 0 = unknown.
            unlimited = is_router and max_instances is exactly 0 (--models-max
            0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
+       int rsd_router_parse_slots(body, len, toks, n_toks, rsd_slot *out, cap);
+           GET /slots of a llama-server (a router's /slots?model=M answers
+           the same): how many slots the answer lists, the first cap of them
+           in out: id ("id", else the slot's place), n_ctx, n_prompt_tokens
+           (0 where the member is absent: b10116 leaves it out of a slot
+           that never ran; negatives read as 0). A JSON error, or
+           RSD_ERR_PAYLOAD for a top level that is not an array or an
+           element that is not an object. The kv cache saves of rsd-serve
+           and of the ensurer (kv_slots) read it.
        Error bodies: rsd_server_error_parse ("Ollama and LM Studio", below)
            reads every runtime's error envelope.
        Storage: an rsd_listing is a header (under 64 bytes) over the caller's
@@ -3227,6 +3236,16 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
 /* Parse a router GET /props body (role, max_instances). RSD_OK or a JSON error. */
 RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
                                    uint32_t n_toks, rsd_router_props *out);
+/* One slot of llama-server's GET /slots answer. */
+typedef struct rsd_slot {
+    int id;                             /* "id", else its place in the answer */
+    uint32_t n_ctx;                     /* "n_ctx"; 0 = absent */
+    int64_t n_prompt_tokens;            /* the tokens its prompt cache holds; 0 = none or absent */
+} rsd_slot;
+/* Parse a GET /slots body: the first cap slots into out[]; how many the answer has
+   (may exceed cap), or a JSON error, RSD_ERR_PAYLOAD (not an array of objects). */
+RSD_API int rsd_router_parse_slots(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
+                                   rsd_slot *out, int cap);
 /* ollama */
 /* Manual: "payload: Ollama and LM Studio" in the doc block at the top of this file. */
 enum {
@@ -8420,6 +8439,29 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     if (x >= 1.0) out->max_instances = x >= 2147483647.0 ? 0x7FFFFFFFu : (uint32_t)x; /* floor */
     else if (x == 0.0 && out->is_router) out->unlimited = true;
     return RSD_OK;
+}
+
+RSD_API int rsd_router_parse_slots(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
+                                   rsd_slot *out, int cap) {
+    rsd_json_doc doc;
+    int r, row, n = 0;
+    if ((!body && len) || !toks || !n_toks || cap < 0 || (cap && !out)) return RSD_ERR_ARG;
+    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    if (r < 0) return r;
+    if (rsd_json_type_of(&doc, 0) != RSD_JSON_ARRAY) return RSD_ERR_PAYLOAD;
+    for (row = rsd_json_child(&doc, 0); row >= 0; row = rsd_json_next(&doc, row), n++) {
+        int64_t id = n, ctx = 0, np = 0;
+        if (rsd_json_type_of(&doc, row) != RSD_JSON_OBJECT) return RSD_ERR_PAYLOAD;
+        if (n >= cap) continue;
+        if (rsd_json_int64(&doc, RSDI_JSON_FIND(&doc, row, "id"), &id) != RSD_OK || id < 0 || id > 0x7FFFFFFF) id = n;
+        if (rsd_json_int64(&doc, RSDI_JSON_FIND(&doc, row, "n_ctx"), &ctx) != RSD_OK || ctx < 0 || ctx > 0x7FFFFFFF)
+            ctx = 0;
+        if (rsd_json_int64(&doc, RSDI_JSON_FIND(&doc, row, "n_prompt_tokens"), &np) != RSD_OK || np < 0) np = 0;
+        out[n].id = (int)id;
+        out[n].n_ctx = (uint32_t)ctx;
+        out[n].n_prompt_tokens = np;
+    }
+    return n;
 }
 /* ---- payload:router end ---- */
 RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,

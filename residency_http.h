@@ -14390,15 +14390,14 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
     rsdi_en_kv *k = e->kv;
     rsd_json_doc doc;
     int64_t v = 0;
-    bool ok = ev->result == RSD_OK && ev->status == 200 && !k->over &&
-              rsd_json_parse(&doc, k->body, k->len, k->toks, RSDI_EN_KV_TOKS) > 0;
+    bool ok = ev->result == RSD_OK && ev->status == 200 && !k->over;
     if (k->phase == RSDI_EN_KV_LIST) {
+        rsd_slot sl[RSDI_EN_KV_SLOTS];
         char num[48];
-        int row, idx = 0;
-        int64_t ctx = 0;
+        int i, total = ok ? rsd_router_parse_slots(k->body, k->len, k->toks, RSDI_EN_KV_TOKS, sl, RSDI_EN_KV_SLOTS) : -1;
         uint64_t h = 14695981039346656037ull;
         unsigned char sep = 0x1f;
-        if (!ok || rsd_json_type_of(&doc, 0) != RSD_JSON_ARRAY) {
+        if (total < 0) {
             char why[96];
             (void)RSD_SNPRINTF(why, sizeof why, "GET /slots?model= answered %s %d%s", rsd_result_str(ev->result),
                                ev->status, ev->status == 501 ? " (no --slot-save-path or --no-slots?)" : "");
@@ -14406,15 +14405,9 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
             return;
         }
         k->n = k->cur = 0;
-        for (row = rsd_json_child(&doc, 0); row >= 0; row = rsd_json_next(&doc, row), idx++) {
-            int64_t id = idx, np = 0;
-            if (rsd_json_type_of(&doc, row) != RSD_JSON_OBJECT) continue;
-            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "id"), &id) != RSD_OK) id = idx;
-            if (rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_prompt_tokens"), &np) != RSD_OK) np = 0;
-            if (idx == 0 && rsd_json_int64(&doc, rsd_json_find(&doc, row, "n_ctx"), &ctx) != RSD_OK) ctx = 0;
-            if (id >= 0 && id < 1000 && (np > 0 || !k->save) && k->n < RSDI_EN_KV_SLOTS) k->ids[k->n++] = (int)id;
-        }
-        (void)RSD_SNPRINTF(num, sizeof num, "%d %lld", idx, (long long)ctx);
+        for (i = 0; i < total && i < RSDI_EN_KV_SLOTS; i++)
+            if (sl[i].id < 1000 && (sl[i].n_prompt_tokens > 0 || !k->save)) k->ids[k->n++] = sl[i].id;
+        (void)RSD_SNPRINTF(num, sizeof num, "%d %lld", total, (long long)(total ? sl[0].n_ctx : 0));
         h = rsdi_en_kv_fnv(h, e->key, strlen(e->key));
         h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), k->model, strlen(k->model));
         h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), num, strlen(num));
@@ -14422,6 +14415,7 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
         rsdi_en_kv_next(e, now_ms);
         return;
     }
+    ok = ok && rsd_json_parse(&doc, k->body, k->len, k->toks, RSDI_EN_KV_TOKS) > 0;
     if (ok && rsd_json_int64(&doc, rsd_json_find(&doc, 0, k->save ? "n_saved" : "n_restored"), &v) == RSD_OK && v > 0) {
         if (k->save) k->saved++;
         else k->restored++;

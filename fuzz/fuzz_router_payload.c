@@ -8,6 +8,8 @@
      matches the entries; the same input parses the same way twice; the parse
      succeeds exactly when a token-count pass does (token budget permitting);
    - props: max_instances <= 0x7FFFFFFF; unlimited only for a router at 0;
+   - slots: the same answer twice, with or without room for the rows; ids >= 0,
+     n_ctx <= 0x7FFFFFFF, n_prompt_tokens >= 0; invalid JSON is an error;
    - the driver reaches DONE in a bounded number of steps on any answers; every
      LOCK gets one UNLOCK; observe-only never emits a POST or a LOCK; a request
      URL always starts with the root; the notice counter never goes down. */
@@ -86,6 +88,18 @@ static void fuzz_parsers(const char *s, size_t n) {
     FAILIF(r != r1 && !(count > RSD_LISTING_MAX_TOKENS));
     FAILIF(p.max_instances > 0x7FFFFFFFu);
     FAILIF(p.unlimited && (!p.is_router || p.max_instances != 0));
+    { /* slots: a count or an error, the same twice; ids, contexts and tokens in range */
+        rsd_slot a[8], b[8];
+        int i, s1 = rsd_router_parse_slots(s, n, toks, RSD_LISTING_MAX_TOKENS, a, 8),
+               s2 = rsd_router_parse_slots(s, n, toks, RSD_LISTING_MAX_TOKENS, b, 8);
+        FAILIF(s1 != s2);
+        if (count < 0) FAILIF(s1 >= 0);
+        for (i = 0; i < s1 && i < 8; i++) {
+            FAILIF(a[i].id < 0 || a[i].n_ctx > 0x7FFFFFFFu || a[i].n_prompt_tokens < 0);
+            FAILIF(a[i].id != b[i].id || a[i].n_ctx != b[i].n_ctx || a[i].n_prompt_tokens != b[i].n_prompt_tokens);
+        }
+        FAILIF(rsd_router_parse_slots(s, n, toks, RSD_LISTING_MAX_TOKENS, NULL, 0) != s1);
+    }
     r = rsd_server_error_parse(&se, s, n, toks, RSD_LISTING_MAX_TOKENS);
     FAILIF(r > 1);
     FAILIF(memchr(se.message, '\0', sizeof se.message) == NULL);

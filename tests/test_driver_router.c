@@ -439,6 +439,26 @@ static void test_6_2_2_parses_router_capacity(void) {
     }
 }
 
+/* GET /slots: b10116's answer (no n_prompt_tokens in a slot that never ran), ids taken
+   from the answer or the place, the count beyond the room, and shapes that are errors. */
+static void test_parses_slots(void) {
+    const char *real = "[{\"id\":0,\"n_ctx\":1024,\"is_processing\":false},"
+                       "{\"id\":1,\"n_ctx\":1024,\"is_processing\":false,\"id_task\":0,\"n_prompt_tokens\":500}]";
+    const char *odd = "[{\"id\":\"x\",\"n_ctx\":-5,\"n_prompt_tokens\":-2},{\"id\":7},{}]";
+    rsd_slot sl[2];
+    CHECK_EQ_INT(rsd_router_parse_slots(real, strlen(real), TOKS, 64, sl, 2), 2);
+    CHECK(sl[0].id == 0 && sl[0].n_ctx == 1024 && sl[0].n_prompt_tokens == 0);
+    CHECK(sl[1].id == 1 && sl[1].n_ctx == 1024 && sl[1].n_prompt_tokens == 500);
+    CHECK_EQ_INT(rsd_router_parse_slots(odd, strlen(odd), TOKS, 64, sl, 2), 3); /* the third: no room */
+    CHECK(sl[0].id == 0 && sl[0].n_ctx == 0 && sl[0].n_prompt_tokens == 0);
+    CHECK(sl[1].id == 7 && sl[1].n_ctx == 0);
+    CHECK_EQ_INT(rsd_router_parse_slots("[]", 2, TOKS, 64, sl, 2), 0);
+    CHECK_EQ_INT(rsd_router_parse_slots("{}", 2, TOKS, 64, sl, 2), RSD_ERR_PAYLOAD);
+    CHECK_EQ_INT(rsd_router_parse_slots("[1]", 3, TOKS, 64, sl, 2), RSD_ERR_PAYLOAD);
+    CHECK(rsd_router_parse_slots("[{\"id\":", 7, TOKS, 64, sl, 2) < 0);
+    CHECK_EQ_INT(rsd_router_parse_slots(real, strlen(real), TOKS, 64, NULL, 1), RSD_ERR_ARG);
+}
+
 /* scout (pinned) + coder resident, capacity 2. */
 static void setup_scout_coder(frouter *f) {
     fr_init(f, 2);
@@ -2226,6 +2246,7 @@ int main(int argc, char **argv) {
         RUN(test_context_above_what_the_model_runs_with_gets_a_notice);
         RUN(test_6_2_1_parses_resident_ids);
         RUN(test_6_2_2_parses_router_capacity);
+    RUN(test_parses_slots);
         RUN(test_6_2_3_scout_keep_never_evicts_coresident_coder);
         RUN(test_6_2_4_coder_keep_leaves_pinned_scout);
         RUN(test_6_2_5_loads_into_free_slot_without_evicting);

@@ -140,25 +140,16 @@ RSRV_FN bool rsrv_kv_meta_read(const char *text, size_t n, rsrv_kv_meta *m) {
     return seen == 31 && m->model[0];
 }
 
-/* A GET /slots answer: the ids of the slots that hold a prompt ("n_prompt_tokens" > 0;
-   llama-server b10116 leaves the member out of a slot that never ran) into ids[]. Their
-   count (at most cap), or -1 when it is no array of objects or has more than ntoks
-   tokens. */
+/* A GET /slots answer (rsd_router_parse_slots): the ids of the slots that hold a prompt
+   ("n_prompt_tokens" > 0) into ids[]. Their count (at most cap), or -1 when it is no array
+   of objects or has more than ntoks tokens. */
 RSRV_FN int rsrv_kv_cached_slots(const char *body, size_t len, rsd_json_tok *toks, uint32_t ntoks, int *ids,
                                  int cap) {
-    rsd_json_doc doc;
-    int row, n = 0, idx = 0;
-    if (rsd_json_parse(&doc, body, len, toks, ntoks) < 1 || rsd_json_type_of(&doc, 0) != RSD_JSON_ARRAY) return -1;
-    for (row = rsd_json_child(&doc, 0); row >= 0; row = rsd_json_next(&doc, row), idx++) {
-        int v;
-        int64_t id = idx, np = 0;
-        if (rsd_json_type_of(&doc, row) != RSD_JSON_OBJECT) return -1;
-        v = rsd_json_find(&doc, row, "id");
-        if (v >= 0 && rsd_json_int64(&doc, v, &id) != RSD_OK) id = idx;
-        v = rsd_json_find(&doc, row, "n_prompt_tokens");
-        if (v < 0 || rsd_json_int64(&doc, v, &np) != RSD_OK) np = 0;
-        if (np > 0 && id >= 0 && id < RSRV_KV_MAX_SLOTS && n < cap) ids[n++] = (int)id;
-    }
+    rsd_slot sl[RSRV_KV_MAX_SLOTS];
+    int i, n = 0, total = rsd_router_parse_slots(body, len, toks, ntoks, sl, RSRV_KV_MAX_SLOTS);
+    if (total < 0) return -1;
+    for (i = 0; i < total && i < RSRV_KV_MAX_SLOTS; i++)
+        if (sl[i].n_prompt_tokens > 0 && sl[i].id < RSRV_KV_MAX_SLOTS && n < cap) ids[n++] = sl[i].id;
     return n;
 }
 
