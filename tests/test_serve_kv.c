@@ -390,14 +390,15 @@ static void test_serve_kv_unload_ttl(void) {
 /* The slots' restores hold the model's first grants (the fleet's ready_hold_ms): the
    requests that arrive meanwhile wait in the pool, are counted there (/status
    "waiting") and against max_queue (429 past it). The save of slot 0 is renamed slot
-   1's, whose restore the child never answers (rsd-sim --hang /slots/1). */
+   1's, whose restore the child never answers (rsd-sim --hang /slots/1; its bound,
+   kv_save_timeout, is far off). */
 static void test_serve_kv_restore_queue(void) {
     serve_proc s;
     char bin[800], meta[800], to[800], body[4096];
     const char *a_args = "--hang /slots/1\nmax_queue = 2";
     int fd1, fd2;
     size_t n;
-    REQUIRE(kv_start(&s, "queue", 4096, "kv_save_timeout = 60s\n", a_args) == 0);
+    REQUIRE(kv_start(&s, "queue", 4096, "kv_save_timeout = 600s\n", a_args) == 0);
     snprintf(body, sizeof body, "%s", kv_chat("a", false));
     n = strlen(body);
     REQUIRE(n > 1 && body[n - 1] == '}');
@@ -414,7 +415,7 @@ static void test_serve_kv_restore_queue(void) {
     snprintf(to, sizeof to, "%.*s-1.meta", (int)(n - 7), meta);
     REQUIRE(rename(meta, to) == 0);
 
-    REQUIRE(kv_start(&s, "queue", 4096, "kv_save_timeout = 60s\n", a_args) == 0);
+    REQUIRE(kv_start(&s, "queue", 4096, "kv_save_timeout = 600s\n", a_args) == 0);
     fd1 = raw_connect(s.port);
     REQUIRE(fd1 >= 0);
     REQUIRE(raw_post(fd1, "/v1/chat/completions", kv_chat("a", true)) == 0); /* starts a */
