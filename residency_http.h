@@ -1882,6 +1882,7 @@
        not resident --acquire/load, slot free or an idle LRU victim stopped--> STARTING
        STARTING --/health 200--> READY --idle LRU victim, TTL, trim, unload, stop-->
            STOPPING --reaped--> not resident
+       (with ready_hold_ms: the READY event at the 200, pool.state READY at the go)
        STARTING --spawn error, exit, start deadline--> not resident (waiters FAIL)
        READY --exits unasked--> not resident (CRASHED); the next request respawns it
    A busy model (granted requests not released) is never evicted, trimmed or TTL-stopped.

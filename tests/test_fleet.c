@@ -219,6 +219,20 @@ static int http_status(uint16_t port, const char *method, const char *path, cons
     return st;
 }
 
+/* Asks the rsd-sim child on port to exit with code (POST /_sim/crash for its model file). */
+static void sim_crash(uint16_t port, const char *model_name, int code) {
+    char body[900], esc[820];
+    const char *m = model_file(model_name);
+    size_t k = 0;
+    for (; *m && k + 2 < sizeof esc; m++) { /* a JSON string (Windows paths have '\\') */
+        if (*m == '\\' || *m == '"') esc[k++] = '\\';
+        esc[k++] = *m;
+    }
+    esc[k] = '\0';
+    snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":%d}", esc, code);
+    (void)http_status(port, "POST", "/_sim/crash", body);
+}
+
 /* Acquire and wait for the GRANT: returns the port (0 on failure). */
 static uint16_t acquire_wait(rsd_fleet *f, int model, rsd_pool_req_h *req) {
     uint16_t port = 0;
@@ -798,18 +812,7 @@ static void test_crash_and_respawn(void) {
     port = acquire_wait(f, a, &r);
     REQUIRE(port > 0);
     first = find_kind(RSD_FLEET_EV_READY, a, 0);
-    {
-        char body[900], esc[820];
-        const char *m = model_file("a.gguf");
-        size_t k = 0;
-        for (; *m && k + 2 < sizeof esc; m++) { /* a JSON string (Windows paths have '\\') */
-            if (*m == '\\' || *m == '"') esc[k++] = '\\';
-            esc[k++] = *m;
-        }
-        esc[k] = '\0';
-        snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":3}", esc);
-        (void)http_status(port, "POST", "/_sim/crash", body);
-    }
+    sim_crash(port, "a.gguf", 3);
     l = await(f, RSD_FLEET_EV_CRASHED, a, 0);
     REQUIRE(l != NULL);
     CHECK_EQ_INT(l->ev.result, RSD_ERR_POOL_CRASHED);
@@ -1707,18 +1710,7 @@ static void test_ready_hold_exit(void) {
     rd = await(f, RSD_FLEET_EV_READY, a, 0);
     REQUIRE(rd != NULL);
     CHECK(rd->ev.held);
-    {
-        char body[900], esc[820];
-        const char *m = model_file("a.gguf");
-        size_t k = 0;
-        for (; *m && k + 2 < sizeof esc; m++) { /* a JSON string (Windows paths have '\\') */
-            if (*m == '\\' || *m == '"') esc[k++] = '\\';
-            esc[k++] = *m;
-        }
-        esc[k] = '\0';
-        snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":3}", esc);
-        (void)http_status(rd->ev.port, "POST", "/_sim/crash", body);
-    }
+    sim_crash(rd->ev.port, "a.gguf", 3);
     l = await(f, RSD_FLEET_EV_FAIL, a, 0);
     REQUIRE(l != NULL);
     CHECK(l->ev.req.id == r.id);
