@@ -1851,6 +1851,15 @@
                    kept-alive idle connection holds one for its 5 s keep-alive). A
                    /props that fails or has no total_slots (another server) leaves
                    only max_in_flight.
+                   With desc.ready_hold_ms the READY comes with .held = true and the
+                   pool is not told yet: the model's requests keep waiting in the pool
+                   (pool.state STARTING, counted in pool.waiting) while the host
+                   prepares the child (e.g. restores its saved slots), until
+                   rsd_fleet_ready_go(f, model) or ready_hold_ms after the READY (then
+                   it goes by itself and logs FLEET_READY at warn). A held process that
+                   exits fails the waiting requests as a start that failed ("... while
+                   its ready was held"); a STOP ends the hold (the pool stops a process
+                   it never saw ready, and its stop may be held as below).
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
                    "not ready within N ms") and the last output lines. CRASHED.
@@ -1873,6 +1882,7 @@
        not resident --acquire/load, slot free or an idle LRU victim stopped--> STARTING
        STARTING --/health 200--> READY --idle LRU victim, TTL, trim, unload, stop-->
            STOPPING --reaped--> not resident
+       (with ready_hold_ms: the READY event at the 200, pool.state READY at the go)
        STARTING --spawn error, exit, start deadline--> not resident (waiters FAIL)
        READY --exits unasked--> not resident (CRASHED); the next request respawns it
    A busy model (granted requests not released) is never evicted, trimmed or TTL-stopped.
@@ -1926,7 +1936,7 @@
        exit_code (of the process that failed: its status, 128+N for signal N, 127 when
        it never ran).
    rsd_fleet_query(f, &info): the fleet: its models, its processes by state (starting,
-       ready, stopping, held stops), the events waiting and dropped, stopped, and the
+       ready, held readies, stopping, held stops), the events waiting and dropped, stopped, and the
        pool's rsd_pool_info (info.pool).
    Watchdog (desc.watchdog_*; off by default): every READY process is polled with GET
        health_path each watchdog_interval_ms (a step of rsd_fleet_step on the now_ms
@@ -1953,6 +1963,9 @@
        returns the events waiting (>= 0), RSD_ERR_ARG.
    rsd_fleet_stop_go(f, m, now): model m's held stop (desc.stop_hold_ms) goes on now:
        its SIGTERM is sent, its SIGKILL due term_grace_ms after the STOP. RSD_OK, RSD_ERR_NOT_FOUND (m holds no stop), RSD_ERR_ARG.
+   rsd_fleet_ready_go(f, m, now): model m's held ready (desc.ready_hold_ms) goes on now:
+       the pool is told, and the GRANTs of its waiting requests are queued when it
+       returns. RSD_OK, RSD_ERR_NOT_FOUND (m holds no ready), RSD_ERR_ARG.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
@@ -3309,6 +3322,9 @@ typedef struct rsd_fleet_desc {
     uint32_t stop_hold_ms;          /* a READY process's stop waits for rsd_fleet_stop_go at
                                        most this long (and half of procs.term_grace_ms)
                                        before its SIGTERM, inside the grace; 0 = at once */
+    uint32_t ready_hold_ms;         /* a process that turned READY takes its first requests
+                                       after rsd_fleet_ready_go, at the latest this long
+                                       after its READY; 0 = at once */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_fleet_desc;
@@ -3339,7 +3355,8 @@ typedef struct rsd_fleet_event {
     int64_t pid;                /* STARTING..CRASHED; 0 when it never ran */
     int result;                 /* FAIL, CRASHED: an RSD_ERR_* (<0) */
     rsd_pool_why why;           /* STOPPING */
-    bool held;                  /* STOPPING: the SIGTERM waits for rsd_fleet_stop_go */
+    bool held;                  /* STOPPING: the SIGTERM waits for rsd_fleet_stop_go;
+                                   READY: no grant before rsd_fleet_ready_go */
     int exit_code, term_signal; /* EXITED, CRASHED (as rsd_proc_event) */
     const char *message;        /* FAIL, CRASHED: reason, command and last output lines */
     uint64_t at_ms;
@@ -3370,6 +3387,7 @@ typedef struct rsd_fleet_info {
     int ready;                  /* /health said 200, not stopping */
     int stopping;               /* the pool sent STOP; reaped soon */
     int held_stops;             /* of those, SIGTERM waiting for rsd_fleet_stop_go (stop_hold_ms) */
+    int held_readies;           /* of the ready, no grant before rsd_fleet_ready_go (ready_hold_ms) */
     int events_waiting;         /* to be pulled (rsd_fleet_next_event) */
     uint64_t events_dropped;    /* events lost because a queue was full */
     bool stopped;               /* rsd_fleet_stop was called */
@@ -3424,6 +3442,10 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms);
 /* A held stop (desc.stop_hold_ms) of model's process goes on now. RSD_OK,
    RSD_ERR_NOT_FOUND (none held) or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms);
+/* A held ready (desc.ready_hold_ms) of model's process goes on now: the pool grants its
+   waiting requests (their GRANTs are queued when it returns). RSD_OK, RSD_ERR_NOT_FOUND
+   (none held) or RSD_ERR_ARG. */
+RSD_API int rsd_fleet_ready_go(rsd_fleet *f, int model, uint64_t now_ms);
 /* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need); how
    many it wants (min(that, cap) written). */
 RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap);
@@ -15048,6 +15070,8 @@ typedef struct rsdi_fleet_slot {
     int64_t pid;
     uint64_t started_ms, ready_ms;
     bool told;                 /* rsd_pool_on_started reported (ok or not) */
+    uint64_t ready_until;      /* a held ready: the pool is told then at the latest (0 = none;
+                                  desc.ready_hold_ms) */
     bool ready;
     bool healthy;              /* /health said 200; GET /props (its slot count) in flight */
     bool stopping;             /* the pool sent STOP */
@@ -15078,6 +15102,7 @@ struct rsd_fleet {
     uint32_t probe_timeout_ms;
     uint32_t wd_interval, wd_failures, wd_errors, wd_restarts; /* the watchdog (interval 0 = no polls) */
     uint32_t stop_hold_ms;     /* desc.stop_hold_ms */
+    uint32_t ready_hold_ms;    /* desc.ready_hold_ms */
     bool wd_on;
     int num_models;
     rsdi_fleet_model *models;  /* RSD_FLEET_MAX_MODELS entries */
@@ -15378,26 +15403,36 @@ RSDI_PRIVATE int rsdi_fleet_known_slots(const rsd_proc_spec *sp) {
     return sp->parallel;
 }
 
+/* A READY process takes requests: the pool is told (it grants the waiting ones). */
+RSDI_PRIVATE void rsdi_fleet_ready_on(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    s->ready_until = 0;
+    s->told = true;
+    s->wd_next_ms = f->wd_interval ? now_ms + f->wd_interval : 0;
+    (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
+}
+
 /* /health said 200 and /props answered (or could not): READY, at most the child's own
-   slot count of requests at once (the rest queue in the pool, not in its accept queue). */
+   slot count of requests at once (the rest queue in the pool, not in its accept queue).
+   With desc.ready_hold_ms the pool is told later (rsd_fleet_ready_go or the hold's end). */
 RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *props,
                                    uint64_t now_ms) {
     rsd_fleet_event ev;
     uint32_t slots = props ? rsdi_fleet_props_slots(f, props) : (uint32_t)rsdi_fleet_known_slots(&f->models[s->model].spec);
-    if (s->told || s->stopping || rsd_procs_mark_ready(f->procs, s->proc, now_ms) != RSD_OK) return;
-    s->told = true;
+    if (s->told || s->ready || s->stopping || rsd_procs_mark_ready(f->procs, s->proc, now_ms) != RSD_OK) return;
     s->ready = true;
     s->ready_ms = now_ms;
-    s->wd_next_ms = f->wd_interval ? now_ms + f->wd_interval : 0;
     if (slots) (void)rsd_pool_set_slot_limit(f->pool, s->pp, slots, now_ms);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
     ev.pid = s->pid;
     ev.port = s->port;
+    ev.held = f->ready_hold_ms != 0;
     rsdi_fleet_push(f, &ev, -1);
     rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
-              "fleet: %s ready on port %u after %llu ms (%u slots)", rsdi_fleet_model_id(f, s->model),
-              (unsigned)s->port, (unsigned long long)(now_ms - s->started_ms), (unsigned)slots);
-    (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
+              "fleet: %s ready on port %u after %llu ms (%u slots)%s", rsdi_fleet_model_id(f, s->model),
+              (unsigned)s->port, (unsigned long long)(now_ms - s->started_ms), (unsigned)slots,
+              ev.held ? "; held" : "");
+    if (ev.held) s->ready_until = now_ms + f->ready_hold_ms;
+    else rsdi_fleet_ready_on(f, s, now_ms);
 }
 
 RSDI_PRIVATE void rsdi_fleet_clear_slot(rsdi_fleet_slot *s) {
@@ -15467,8 +15502,9 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         (void)RSD_SNPRINTF(status, sizeof status, "killed by signal %d", pe->term_signal);
     else
         (void)RSD_SNPRINTF(status, sizeof status, "exited with code %d", pe->exit_code);
-    if (!s->told && !s->stopping) { /* an early exit ends the wait at once */
-        (void)RSD_SNPRINTF(reason, sizeof reason, "%s before it was ready", status);
+    if (!s->told && !s->stopping) { /* an early exit ends the wait at once (a held ready's too) */
+        (void)RSD_SNPRINTF(reason, sizeof reason, "%s %s", status,
+                           s->ready ? "while its ready was held" : "before it was ready");
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_FLEET_START, reason);
         s->told = true;
         (void)rsd_pool_on_started(f->pool, pp, false, now_ms);
@@ -15532,6 +15568,7 @@ RSDI_PRIVATE void rsdi_fleet_apply(rsd_fleet *f, const rsd_pool_action *a, uint6
         if (!s->pp.id || s->pp.id != a->proc.id) break; /* already gone */
         if (!s->stopping) {
             s->stopping = true;
+            s->ready_until = 0; /* a held ready ends: the pool stops what it never saw ready */
             rsdi_fleet_cancel_probe(f, s);
             rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_STOPPING, s->model, a->slot, now_ms);
             ev.pid = s->pid;
@@ -15715,6 +15752,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
     f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
     f->stop_hold_ms = d.stop_hold_ms;
+    f->ready_hold_ms = d.ready_hold_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
     rsdi_fleet_parts(&d, &pd, &prd, &cd);
@@ -16027,12 +16065,21 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (rsdi_fleet_wd_poll(f, &f->slots[i], now_ms)) work++;
         }
         work += rsdi_fleet_wd_restarts(f, now_ms);
-        for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
-            if (f->slots[i].hold_until && f->slots[i].hold_until <= now_ms) { /* the host took too long */
-                f->slots[i].hold_until = 0;
-                (void)rsdi_procs_stop_by(f->procs, f->slots[i].proc, now_ms, f->slots[i].kill_by);
+        for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+            rsdi_fleet_slot *s = &f->slots[i];
+            if (s->hold_until && s->hold_until <= now_ms) { /* the host took too long */
+                s->hold_until = 0;
+                (void)rsdi_procs_stop_by(f->procs, s->proc, now_ms, s->kill_by);
                 work++;
             }
+            if (s->ready_until && s->ready_until <= now_ms) { /* no go from the host: it goes anyway */
+                rsdi_logf(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
+                          "fleet: %s: no go within ready_hold_ms (%u ms); it takes requests now",
+                          rsdi_fleet_model_id(f, s->model), (unsigned)f->ready_hold_ms);
+                rsdi_fleet_ready_on(f, s, now_ms);
+                work++;
+            }
+        }
         (void)rsd_http_client_step(f->client, now_ms);
         while (rsd_http_next_event(f->client, &he)) {
             rsdi_fleet_slot *s = NULL;
@@ -16074,6 +16121,19 @@ RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
     return RSD_ERR_NOT_FOUND;
 }
 
+RSD_API int rsd_fleet_ready_go(rsd_fleet *f, int model, uint64_t now_ms) {
+    int i;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        rsdi_fleet_slot *s = &f->slots[i];
+        if (s->pp.id && s->model == model && s->ready_until) {
+            rsdi_fleet_ready_on(f, s, now_ms);
+            return rsdi_fleet_then(f, RSD_OK, now_ms);
+        }
+    }
+    return RSD_ERR_NOT_FOUND;
+}
+
 RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap) {
     rsd_pollfd pf[2 * RSD_PROCS_MAX];
     int n, k, w, c;
@@ -16109,6 +16169,7 @@ RSD_API uint64_t rsd_fleet_next_deadline(const rsd_fleet *f) {
         x = rsdi_fleet_output_probe_at(f, &f->slots[i]);
         if (x && x < d) d = x;
         if (s->hold_until && s->hold_until < d) d = s->hold_until;
+        if (s->ready_until && s->ready_until < d) d = s->ready_until;
         if (f->wd_interval && s->pp.id && s->ready && !s->stopping && !s->wd_why[0] && !s->probe.id &&
             s->wd_next_ms && s->wd_next_ms < d)
             d = s->wd_next_ms;
@@ -16188,6 +16249,7 @@ RSD_API void rsd_fleet_query(const rsd_fleet *f, rsd_fleet_info *info) {
         info->processes++;
         info->stopping += s->stopping;
         info->held_stops += s->stopping && s->hold_until != 0;
+        info->held_readies += s->ready_until != 0;
         info->ready += s->ready && !s->stopping;
         info->starting += !s->ready && !s->stopping;
     }

@@ -219,6 +219,20 @@ static int http_status(uint16_t port, const char *method, const char *path, cons
     return st;
 }
 
+/* Asks the rsd-sim child on port to exit with code (POST /_sim/crash for its model file). */
+static void sim_crash(uint16_t port, const char *model_name, int code) {
+    char body[900], esc[820];
+    const char *m = model_file(model_name);
+    size_t k = 0;
+    for (; *m && k + 2 < sizeof esc; m++) { /* a JSON string (Windows paths have '\\') */
+        if (*m == '\\' || *m == '"') esc[k++] = '\\';
+        esc[k++] = *m;
+    }
+    esc[k] = '\0';
+    snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":%d}", esc, code);
+    (void)http_status(port, "POST", "/_sim/crash", body);
+}
+
 /* Acquire and wait for the GRANT: returns the port (0 on failure). */
 static uint16_t acquire_wait(rsd_fleet *f, int model, rsd_pool_req_h *req) {
     uint16_t port = 0;
@@ -798,18 +812,7 @@ static void test_crash_and_respawn(void) {
     port = acquire_wait(f, a, &r);
     REQUIRE(port > 0);
     first = find_kind(RSD_FLEET_EV_READY, a, 0);
-    {
-        char body[900], esc[820];
-        const char *m = model_file("a.gguf");
-        size_t k = 0;
-        for (; *m && k + 2 < sizeof esc; m++) { /* a JSON string (Windows paths have '\\') */
-            if (*m == '\\' || *m == '"') esc[k++] = '\\';
-            esc[k++] = *m;
-        }
-        esc[k] = '\0';
-        snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":3}", esc);
-        (void)http_status(port, "POST", "/_sim/crash", body);
-    }
+    sim_crash(port, "a.gguf", 3);
     l = await(f, RSD_FLEET_EV_CRASHED, a, 0);
     REQUIRE(l != NULL);
     CHECK_EQ_INT(l->ev.result, RSD_ERR_POOL_CRASHED);
@@ -1599,6 +1602,177 @@ static void test_stop_hold_in_grace(void) {
     CHECK(no_children());
 }
 
+/* A fleet of one slot with desc.ready_hold_ms. */
+static rsd_fleet *mk_held_fleet(uint32_t ready_hold_ms) {
+    rsd_fleet_desc d;
+    memset(&d, 0, sizeof d);
+    d.pool.max_slots = 1;
+    d.pool.event_log = 256;
+    d.procs.term_grace_ms = 2000;
+    d.procs.start_deadline_ms = 15000;
+    d.ready_hold_ms = ready_hold_ms;
+    return rsd_fleet_create(&d);
+}
+
+/* The GRANT or FAIL of req in the log, or NULL. */
+static const logged *answer_of(rsd_pool_req_h req) {
+    int i;
+    for (i = 0; i < g_log.n; i++)
+        if (g_log.e[i].ev.req.id == req.id &&
+            (g_log.e[i].ev.kind == RSD_FLEET_EV_GRANT || g_log.e[i].ev.kind == RSD_FLEET_EV_FAIL))
+            return &g_log.e[i];
+    return NULL;
+}
+
+/* desc.ready_hold_ms: READY comes with .held, the process answers, and the requests keep
+   waiting in the pool (counted there, the model STARTING) until rsd_fleet_ready_go; then
+   they are granted at once. A hold nobody lets go of ends by itself at its deadline. */
+static void test_ready_hold(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_info fi;
+    rsd_fleet_model_info mi;
+    rsd_pool_req_h r1, r2;
+    const logged *rd, *g;
+    uint16_t port = 0;
+    uint64_t t0;
+    log_reset();
+    f = mk_held_fleet(60000);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_ERR_NOT_FOUND); /* nothing held yet */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r1, &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r2, &port), RSD_PENDING);
+    rd = await(f, RSD_FLEET_EV_READY, a, 0);
+    REQUIRE(rd != NULL);
+    CHECK(rd->ev.held && rd->ev.port > 0 && rd->ev.pid > 0);
+    round_once(f, NULL);
+    CHECK(answer_of(r1) == NULL && answer_of(r2) == NULL);
+    CHECK_EQ_INT(http_status(rd->ev.port, "GET", "/health", NULL), 200); /* it answers the host */
+    CHECK(rsd_fleet_next_deadline(f) <= tnow() + 60000);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, &mi), RSD_OK);
+    CHECK_EQ_INT(mi.pool.state, RSD_POOL_SLOT_STARTING);
+    CHECK_EQ_INT(mi.pool.waiting, 2);
+    CHECK_EQ_INT(mi.pool.running, 0);
+    CHECK(mi.ready_ms > 0 && mi.port == rd->ev.port);
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.processes == 1 && fi.ready == 1 && fi.held_readies == 1 && fi.starting == 0);
+    CHECK(fi.pool.waiting == 2 && fi.pool.running == 0);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_ERR_NOT_FOUND); /* once */
+    drain(f); /* the GRANTs are queued when it returns */
+    g = answer_of(r1);
+    CHECK(g && g->ev.kind == RSD_FLEET_EV_GRANT && g->ev.port == rd->ev.port);
+    g = answer_of(r2);
+    CHECK(g && g->ev.kind == RSD_FLEET_EV_GRANT);
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.held_readies == 0 && fi.pool.waiting == 0 && fi.pool.running == 2);
+    CHECK_EQ_INT(rsd_fleet_release(f, r1, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_release(f, r2, tnow()), RSD_OK);
+    /* a hold nobody lets go of: the requests go at its deadline */
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, 0, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r1, &port), RSD_PENDING);
+    rd = await(f, RSD_FLEET_EV_READY, a, 1);
+    REQUIRE(rd != NULL);
+    CHECK(rd->ev.held);
+    t0 = rd->ev.at_ms;
+    round_once(f, NULL);
+    CHECK(answer_of(r1) == NULL);
+    CHECK(rsd_fleet_next_deadline(f) <= t0 + 60000);
+    g_log.tick += 61000; /* past t0 + 60000 */
+    round_once(f, NULL);
+    g = answer_of(r1);
+    CHECK(g && g->ev.kind == RSD_FLEET_EV_GRANT && g->ev.port == rd->ev.port);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_ERR_NOT_FOUND);
+    CHECK_EQ_INT(rsd_fleet_release(f, r1, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, -1, tnow()), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_fleet_ready_go(NULL, a, tnow()), RSD_ERR_ARG);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* A held process that dies: its waiting requests fail as in a start that failed (the pool
+   never saw it ready), and nothing stays held. */
+static void test_ready_hold_exit(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_info fi;
+    rsd_pool_req_h r;
+    const logged *rd, *l;
+    uint16_t port = 0;
+    log_reset();
+    f = mk_held_fleet(60000);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    rd = await(f, RSD_FLEET_EV_READY, a, 0);
+    REQUIRE(rd != NULL);
+    CHECK(rd->ev.held);
+    sim_crash(rd->ev.port, "a.gguf", 3);
+    l = await(f, RSD_FLEET_EV_FAIL, a, 0);
+    REQUIRE(l != NULL);
+    CHECK(l->ev.req.id == r.id);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "exited with code 3 while its ready was held") != NULL);
+    l = find_kind(RSD_FLEET_EV_CRASHED, a, 0);
+    CHECK(l && l->ev.result == RSD_ERR_FLEET_START && l->ev.exit_code == 3);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 0);
+    CHECK(rsd_fleet_idle(f));
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.held_readies == 0 && fi.processes == 0 && fi.pool.waiting == 0);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_ERR_NOT_FOUND);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* Stopped while held: the hold ends with the STOP (no GRANT ever, the waiting request
+   FAILs with the stop, go finds nothing), and the process exits. An unload that drains
+   waits for the hold (the pool drains a process once it started). */
+static void test_ready_hold_stop(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_info fi;
+    rsd_pool_req_h r;
+    const logged *rd, *l;
+    uint16_t port = 0;
+    log_reset();
+    f = mk_held_fleet(60000);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    /* unload (drain) while held: it waits for the go, then serves and drains */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    rd = await(f, RSD_FLEET_EV_READY, a, 0);
+    REQUIRE(rd != NULL && rd->ev.held);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 0);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_OK);
+    drain(f);
+    l = answer_of(r);
+    CHECK(l && l->ev.kind == RSD_FLEET_EV_GRANT);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    /* the fleet stops while held */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    rd = await(f, RSD_FLEET_EV_READY, a, 1);
+    REQUIRE(rd != NULL && rd->ev.held);
+    CHECK_EQ_INT(rsd_fleet_stop(f, tnow()), RSD_OK);
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.held_readies == 0 && fi.stopping == 1);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_ERR_NOT_FOUND);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 1) != NULL);
+    l = answer_of(r);
+    CHECK(l && l->ev.kind == RSD_FLEET_EV_FAIL && l->ev.result == RSD_ERR_POOL_STOPPED);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 1);
+    CHECK(await_idle(f));
+    rsd_fleet_destroy(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
 #if !defined(_WIN32)
@@ -1642,6 +1816,9 @@ int main(int argc, char **argv) {
     RUN(test_stop_hold);
     RUN(test_swap_overlaps_the_stop);
     RUN(test_stop_hold_in_grace);
+    RUN(test_ready_hold);
+    RUN(test_ready_hold_exit);
+    RUN(test_ready_hold_stop);
     remove_model_files();
     return RSD_TEST_END();
 }

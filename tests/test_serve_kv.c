@@ -387,6 +387,56 @@ static void test_serve_kv_unload_ttl(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* The slots' restores hold the model's first grants (the fleet's ready_hold_ms): the
+   requests that arrive meanwhile wait in the pool, are counted there (/status
+   "waiting") and against max_queue (429 past it). The save of slot 0 is renamed slot
+   1's, whose restore the child never answers (rsd-sim --hang /slots/1; its bound,
+   kv_save_timeout, is far off). */
+static void test_serve_kv_restore_queue(void) {
+    serve_proc s;
+    char bin[800], meta[800], to[800], body[4096];
+    const char *a_args = "--hang /slots/1\nmax_queue = 2";
+    int fd1, fd2;
+    size_t n;
+    REQUIRE(kv_start(&s, "queue", 4096, "kv_save_timeout = 600s\n", a_args) == 0);
+    snprintf(body, sizeof body, "%s", kv_chat("a", false));
+    n = strlen(body);
+    REQUIRE(n > 1 && body[n - 1] == '}');
+    snprintf(body + n - 1, sizeof body - (n - 1), ",\"id_slot\":0}"); /* saved fast: slot 0 answers */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", body), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0); /* the shutdown saves slot 0 */
+    REQUIRE(kv_files(".bin", NULL, bin, sizeof bin) == 1 && kv_files(".meta", NULL, meta, sizeof meta) == 1);
+    n = strlen(bin);
+    REQUIRE(n > 6 && !strcmp(bin + n - 6, "-0.bin"));
+    snprintf(to, sizeof to, "%.*s-1.bin", (int)(n - 6), bin);
+    REQUIRE(rename(bin, to) == 0);
+    n = strlen(meta);
+    REQUIRE(n > 7 && !strcmp(meta + n - 7, "-0.meta"));
+    snprintf(to, sizeof to, "%.*s-1.meta", (int)(n - 7), meta);
+    REQUIRE(rename(meta, to) == 0);
+
+    REQUIRE(kv_start(&s, "queue", 4096, "kv_save_timeout = 600s\n", a_args) == 0);
+    fd1 = raw_connect(s.port);
+    REQUIRE(fd1 >= 0);
+    REQUIRE(raw_post(fd1, "/v1/chat/completions", kv_chat("a", true)) == 0); /* starts a */
+    CHECK(wait_until(&s, log_is, "a: ready pid", 30000)); /* held: its restore runs */
+    CHECK(wait_field(&s, "a", "waiting", 1));
+    fd2 = raw_connect(s.port);
+    REQUIRE(fd2 >= 0);
+    REQUIRE(raw_post(fd2, "/v1/chat/completions", kv_chat("a", true)) == 0);
+    CHECK(wait_field(&s, "a", "waiting", 2));
+    CHECK_EQ_INT(status_field(&s, "a", "in_flight"), 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", true)), 429);
+    CHECK(strstr(g_body, "max_queue 2") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/status", NULL), 200);
+    CHECK(strstr(g_body, "\"queue_full\":1") != NULL);
+    CHECK(strstr(g_body, "{\"position\":2,") != NULL);
+    CHECK_EQ_INT(kv_field(&s, "a", "restores"), 0);
+    close(fd1);
+    close(fd2);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* An existing kv_cache_dir (0755) becomes 0700; a .bin of ours without its sidecar (a
    save cut short) is deleted at start, a file not of ours is left alone. */
 static void test_serve_kv_dir_leftovers(void) {
@@ -421,6 +471,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_kv_save_in_grace);
     RUN(test_serve_kv_dir_leftovers);
     RUN(test_serve_kv_unload_ttl);
+    RUN(test_serve_kv_restore_queue);
     if (!rsdt_failed && g_dir[0]) rm_tree(g_dir); /* kept to look at otherwise */
     return RSD_TEST_END();
 }

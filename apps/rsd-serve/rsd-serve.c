@@ -521,7 +521,6 @@ typedef struct job {
     bool aff_has;          /* it has a session (prompt_cache_key or X-Session-Id) */
     uint64_t aff_session;  /* its hash */
     bool queued;           /* waited for its place (a grant event when it gets it) */
-    bool kv_parked;        /* granted, waits for its model's slot restores (kv cache) */
 } job;
 
 enum { AFF_NONE = 0, AFF_SAMPLE, AFF_ERASE, AFF_READY };
@@ -549,7 +548,6 @@ typedef struct srv_kv {
     int done_slots;
     int64_t done_bytes;    /* saved bytes, or restored tokens */
     uint64_t restored;     /* slots restored (bit per slot) */
-    bool parked;           /* granted requests wait for the restores */
     bool aff_kept;         /* aff_saved holds the session table at the stop */
     rsrv_aff aff_saved;
     uint64_t saves, save_failures, restores, misses;
@@ -1550,24 +1548,13 @@ static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m) {
 }
 
 /* ---- bounded queues ------------------------------------------------------------------ */
-/* Requests waiting for a process: for model m (-1 = all). Counted here, not read from the
-   pool's `waiting`: a request the pool granted while its model's saved slots are restored
-   (kv_park) still waits, and counts against max_queue; the pool counts it as running. */
+/* Requests waiting for a process, as the pool counts them: for model m (-1 = all). */
 static int queue_count(const srv *s, int m) {
-    int i, n = 0;
-    for (i = 0; i < SRV_MAX_CONNS; i++)
-        if (s->jobs[i].state == JOB_WAIT && (m < 0 || s->jobs[i].model == m)) n++;
-    return n;
-}
-
-/* The current place (1 = next) of waiting job j in its model's queue. */
-static int queue_place(const srv *s, const job *j) {
-    int i, n = 1;
-    for (i = 0; i < SRV_MAX_CONNS; i++) {
-        const job *o = &s->jobs[i];
-        if (o != j && o->state == JOB_WAIT && o->model == j->model && o->seq < j->seq) n++;
-    }
-    return n;
+    rsd_fleet_model_info mi;
+    rsd_pool_info st;
+    if (m >= 0) return rsd_fleet_query_model(s->fleet, m, &mi) == RSD_OK ? (int)mi.pool.waiting : 0;
+    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
+    return (int)st.waiting;
 }
 
 /* 429 with Retry-After when a request for m would wait past max_queue: its model's
@@ -1687,7 +1674,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
             (void)rsd_fleet_cancel(s->fleet, j->preq, now);
             return;
         }
-        j->queue_pos = queue_place(s, j);
+        j->queue_pos = queue_count(s, m); /* the last of its model's queue */
         j->queued = true;
         ev_request(s, "queued", m, now, -1);
     } else if (r == RSD_ERR_POOL_BACKOFF || r == RSD_ERR_FLEET_START) {
@@ -3515,7 +3502,6 @@ static void kv_metrics(srv *s, mbuf *b);
 static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now);
 static void kv_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now);
 static void kv_on_gone(srv *s, const rsd_fleet_event *ev, uint64_t now);
-static bool kv_park(srv *s, job *j);
 static bool kv_owns(const srv *s, const void *user);
 static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t now);
 
@@ -4118,7 +4104,6 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         j->granted = true;
         j->port = ev->port;
         if (j->queued) ev_request(s, "grant", j->model, now, (int64_t)(now - j->t0));
-        if (kv_park(s, j)) break; /* its model's saved slots are restored first */
         job_send(s, j, now);
         break;
     }
@@ -4198,8 +4183,8 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
    then the stop goes on (rsd_fleet_stop_go), at the latest after kv_save_timeout or
    half of stop_grace, whichever is shorter: the save is part of the stop's grace (the
    SIGKILL is due stop_grace after the stop began, saved or not). When
-   the model is ready again its requests wait (parked after their grant) until the
-   files whose key and build match are restored (POST /slots/N?action=restore); every
+   the model is ready again (the fleet holds its first grants: desc.ready_hold_ms) its
+   requests wait in the pool until the files whose key and build match are restored (POST /slots/N?action=restore); every
    other file of that model is deleted (kv_miss). The steps are answers to requests
    of the shared client: nothing here waits. */
 enum { KV_IDLE = 0, KV_SAVE_PROPS, KV_SAVE_SLOTS, KV_SAVE, KV_REST_PROPS, KV_REST };
@@ -4380,7 +4365,6 @@ static bool kvfs_write_private(const char *path, const char *text, size_t n) {
 #endif
 }
 
-static void kv_unpark(srv *s, int m, uint64_t now);
 static void kv_timed_out(srv *s, int m, uint64_t now);
 
 /* Model m's slots are saved: a llama_server model (not a command) that does not set its
@@ -4604,7 +4588,6 @@ static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     k = &s->kv[m];
     if (k->up_active) (void)rsd_http_cancel(s->hc, k->up); /* a restore still running: given up */
     k->up_active = false;
-    if (k->parked) kv_unpark(s, m, now);
     k->aff_kept = s->cfg->models[m].session_affinity && s->aff[m].pid == ev->pid;
     if (k->aff_kept) k->aff_saved = s->aff[m];
     k->port = ev->port;
@@ -4674,7 +4657,7 @@ static void kv_pick(srv *s, int m, int64_t total_slots, uint64_t now) {
 }
 
 /* The restores are over (or given up): the table of session owners comes back for the
-   slots restored, and the requests waiting for them go. */
+   slots restored, and the held ready goes on (the pool grants the requests waiting). */
 static void kv_restore_done(srv *s, int m, uint64_t now, const char *why) {
     srv_kv *k = &s->kv[m];
     if (k->up_active) (void)rsd_http_cancel(s->hc, k->up);
@@ -4697,53 +4680,40 @@ static void kv_restore_done(srv *s, int m, uint64_t now, const char *why) {
               (long long)k->done_bytes, why ? "; " : "", why ? why : "");
         kv_event(s, "kv_restore", m, now, -1, why, k->done_slots, k->done_bytes);
     }
-    kv_unpark(s, m, now);
+    (void)rsd_fleet_ready_go(s->fleet, m, now);
 }
 
-/* Ready: restore model m's saves, if it has any, before its first request. */
+/* Ready (held by the fleet: desc.ready_hold_ms): restore model m's saves, if it has any,
+   before its first request; with none the ready goes on at once. */
 static void kv_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     static kv_file fl[SRV_KV_MAX_FILES];
     int m = ev->model, n, i;
     srv_kv *k;
     bool any = false;
-    if (!kv_model_on(s, m)) return;
+    if (!kv_model_on(s, m)) {
+        if (ev->held) (void)rsd_fleet_ready_go(s->fleet, m, now);
+        return;
+    }
     k = &s->kv[m];
     k->run_pid = ev->pid; /* the key of the configuration this process runs (a reload may change it) */
     k->run_key_ok = kv_key(s, m, &k->run_key);
     n = kv_scan(s, fl, SRV_KV_MAX_FILES);
     for (i = 0; i < n && !any; i++) any = fl[i].meta_ok && !strcmp(fl[i].meta.model, s->cfg->models[m].id);
-    if (!any) { k->aff_kept = false; return; }
+    if (!any) {
+        k->aff_kept = false;
+        if (ev->held) (void)rsd_fleet_ready_go(s->fleet, m, now);
+        return;
+    }
     k->port = ev->port;
     k->pid = ev->pid;
     k->done_slots = 0;
     k->done_bytes = 0;
     k->restored = 0;
     k->deadline = now + s->kv_timeout_ms;
-    k->parked = true;
     if (!k->run_key_ok) { kv_restore_done(s, m, now, "the model file cannot be read"); return; }
     k->key = k->run_key;
     k->phase = KV_REST_PROPS;
     if (!kv_send(s, m, "GET", "/props", NULL, now)) kv_restore_done(s, m, now, "cannot reach the child");
-}
-
-/* A GRANT of model m while its restore runs: the request waits for it (true). */
-static bool kv_park(srv *s, job *j) {
-    if (!s->kv || j->model < 0 || !s->kv[j->model].parked) return false;
-    j->kv_parked = true;
-    return true;
-}
-
-/* The parked requests of model m go. */
-static void kv_unpark(srv *s, int m, uint64_t now) {
-    int i;
-    s->kv[m].parked = false;
-    for (i = 0; i < SRV_MAX_CONNS; i++) {
-        job *j = &s->jobs[i];
-        if (j->state == JOB_WAIT && j->kv_parked && j->model == m) {
-            j->kv_parked = false;
-            job_send(s, j, now);
-        }
-    }
 }
 
 /* The next slot's restore, or the end. */
@@ -4848,7 +4818,7 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
 }
 
 /* Past kv_save_timeout (a save: or half of stop_grace): a save costs its cache, a restore
-   its slot; the stop or the parked requests go on. */
+   its slot; the stop or the ready goes on. */
 static void kv_timed_out(srv *s, int m, uint64_t now) {
     srv_kv *k = &s->kv[m];
     if (k->phase <= KV_SAVE) {
@@ -5662,6 +5632,7 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
     fd->watchdog_restarts = (uint32_t)rsrv_eff_wd_restarts(s->cfg);
     fd->stop_hold_ms = s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0; /* the slot saves (kv cache); the fleet
                                                                       keeps it inside half the grace */
+    fd->ready_hold_ms = s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0; /* the slot restores */
     if (s->opts.verbose) fd->logger.fn = lib_log;
     s->fleet = rsd_fleet_create(fd);
     if (!s->fleet) {

@@ -80,7 +80,8 @@
                                         --slot-save-path DIR/slots, made 0700, files
                                         0600; on Windows both get an owner-only DACL),
                                         and restored into the same slot when it
-                                        starts again, before that slot's first request.
+                                        starts again, before its first request (its
+                                        requests wait in its queue meanwhile).
                                         Each file is keyed by the model file (path, size,
                                         mtime, a hash of its first 64 KiB), ctx, parallel,
                                         args and the llama_server path, and the child's
