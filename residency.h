@@ -1497,10 +1497,11 @@
                .error and, message not NULL, .message (cut to
                RSD_RECONCILE_TEXT_MAX - 1 bytes). Begin sets error RSD_OK.
            int rsd_reconcile_unload(r, instance, model, context_length)
-               free_room's instance to unload: model = whose it is (its
-               notices, result.evicted), context_length = what a restore loads
-               it with. At most 16 per free_room. RSD_OK, RSD_ERR_ARG (an
-               empty id), RSD_ERR_MODEL_ID (one RSD_MODEL_ID_MAX or longer),
+               free_room's instance to unload: model = the candidate whose it
+               is (its notices, result.evicted; the same for every call of one
+               free_room), context_length = what a restore loads it with. At
+               most 16 per free_room. RSD_OK, RSD_ERR_ARG (an empty id, another
+               model), RSD_ERR_MODEL_ID (one RSD_MODEL_ID_MAX or longer),
                RSD_ERR_BUFFER (16 named) or RSD_ERR_TOO_LARGE (the id arena is
                full).
        LM Studio is built this way, and so can a runtime outside this file be
@@ -3943,9 +3944,10 @@ RSD_API void rsd_reconcile_set_decision(rsd_reconcile *r, rsd_decision decision,
 /* How the reconcile ends: result.outcome, .error and (message not NULL) .message, cut
    to RSD_RECONCILE_TEXT_MAX - 1 bytes. */
 RSD_API void rsd_reconcile_set_outcome(rsd_reconcile *r, rsd_outcome outcome, int error, const char *message);
-/* free_room: an instance to unload next (model: whose it is, context_length: what a
-   restore loads it with). RSD_OK, RSD_ERR_ARG, RSD_ERR_MODEL_ID (an id RSD_MODEL_ID_MAX
-   or longer), RSD_ERR_BUFFER (16 named already) or RSD_ERR_TOO_LARGE (the id arena is full). */
+/* free_room: an instance to unload next (model: the candidate whose it is, the same for
+   every call of one free_room; context_length: what a restore loads it with). RSD_OK,
+   RSD_ERR_ARG (an empty id, another model), RSD_ERR_MODEL_ID (an id RSD_MODEL_ID_MAX or
+   longer), RSD_ERR_BUFFER (16 named already) or RSD_ERR_TOO_LARGE (the id arena is full). */
 RSD_API int rsd_reconcile_unload(rsd_reconcile *r, const char *instance, const char *model, uint32_t context_length);
 /* ollama */
 /* Manual: "driver: Ollama" in the doc block at the top of this file. */
@@ -9375,7 +9377,7 @@ typedef struct rsd_lms_machine {
     const char *cand[RSD_MAX_RESIDENTS];                  /* fallback keys in rank order */
     const char *before[16];                               /* keep's instances before our load */
     const char *unload_inst[16];                          /* free_room's instances to unload */
-    const char *unload_model[16];                         /* whose each is */
+    const char *unload_model;                             /* the candidate whose they are */
     uint32_t unload_ctx[16];
     rsd_lms_peer peers[RSD_LMS_MAX_PEERS];                /* desc.peers (views into peer_ids) */
     rsd_lms_catalog *cat;             /* the catalog, in the storage of rsd_reconcile.snap and .poll (a
@@ -9914,10 +9916,11 @@ RSD_API void rsd_reconcile_set_outcome(rsd_reconcile *r, rsd_outcome outcome, in
 RSD_API int rsd_reconcile_unload(rsd_reconcile *r, const char *instance, const char *model, uint32_t context_length) {
     rsd_lms_machine *m = r ? r->lms : NULL;
     int n;
-    if (!m || !instance || !instance[0] || !model || !model[0]) return RSD_ERR_ARG;
+    if (!m || !instance || !instance[0] || !model || !model[0] || (m->n_unload && strcmp(model, m->unload_model)))
+        return RSD_ERR_ARG;
     if (strlen(instance) >= RSD_MODEL_ID_MAX || strlen(model) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
     if ((n = m->n_unload) >= (int)(sizeof m->unload_inst / sizeof m->unload_inst[0])) return RSD_ERR_BUFFER;
-    if (!(m->unload_inst[n] = rsdi_rc_idc(r, instance)) || !(m->unload_model[n] = rsdi_rc_idc(r, model)))
+    if (!(m->unload_inst[n] = rsdi_rc_idc(r, instance)) || !(m->unload_model = rsdi_rc_idc(r, model)))
         return RSD_ERR_TOO_LARGE;
     m->unload_ctx[n] = context_length;
     m->n_unload++;
@@ -11448,7 +11451,7 @@ RSDI_PRIVATE void rsdi_lf_on_limit(rsd_reconcile *r, int transport, int status, 
 RSDI_PRIVATE void rsdi_lf_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                     uint64_t now_ms) {
     rsd_lms_machine *m = r->lms;
-    const char *inst = m->unload_inst[m->ui], *cand = m->unload_model[m->ui];
+    const char *inst = m->unload_inst[m->ui], *cand = m->unload_model;
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
     rsd_evicted *e;
