@@ -1404,7 +1404,7 @@
        c->toks + c->max_tokens; it writes c->url
        (RSD_RECONCILE_URL_MAX bytes), c->body (RSD_RECONCILE_BODY_MAX),
        c->made_instance (RSD_MODEL_ID_MAX), c->why (RSD_RECONCILE_TEXT_MAX: a
-       load-first hook's reason) and c->data (RSD_RECONCILE_RT_DATA
+       load-first runtime's reason) and c->data (RSD_RECONCILE_RT_DATA
        bytes of scratch, 8-aligned, zeroed by begin); c->r is the reconcile
        for the calls below. Accessors give the rest: rsd_reconcile_plan(c->r)
        (the last decision: load_context, fallback, ...) and
@@ -1450,7 +1450,8 @@
        There is one lifecycle. A load-first runtime (RSD_RT_LOAD_FIRST, LM
        Studio) keeps its own catalog and changes where the lifecycle frees
        room: it loads the keep before anything is freed, and frees room only
-       when that load fails. Its four hooks replace parse_list and list_end:
+       when that load fails. Its four hooks replace parse_list and list_end,
+       and set the result through the calls after them:
            catalog(c, first, status, body, len)  read a 2xx listing into the
                runtime's catalog: RSD_OK, > 0 = list again (first: the first
                listing, whose API tier falls back; the request hook names the
@@ -1460,25 +1461,60 @@
                under the lock: resolve the request and decide (rsd_reconcile_
                decide on rsd_reconcile_facts it fills). 1 = the reconcile ends
                here (not served, an instance already loaded, no explicit load,
-               nothing to load: the hook set the result); 0 = load the keep
+               nothing to load: the hook set the outcome); 0 = load the keep
                (taking the lock first when desc.lock; with the lock held and
                nothing changed since begin the load follows at once, else
-               LIST again and gate(c, true)); < 0 = DEGRADED (c->why).
+               LIST again and gate(c, true)); < 0 = DEGRADED (c->why). Under
+               the lock, a gate that does not degrade sets result.redecided.
            adopt(c)  after a failed load the lifecycle lists again (catalog,
                first false); true = an instance the load made landed after the
-               load gave up: adopted (attributed, RESIDENT).
-           free_room(c)  else: the next candidate's owned instances to
-               unload (how many; 0 = none left). The lifecycle unloads them
-               one request each (model = the instance id), records each
-               (rsd_reconcile_evicted, rsd_reconcile_attr) and loads again;
-               with no candidate left a first failed load is retried once as
-               is; then LOAD_FAILED and the restore loop. The deadline passing
-               before any load was sent is DEGRADED instead.
+               load gave up: adopted (its id set as the wire id; attributed,
+               RESIDENT).
+           free_room(c)  else: name the next candidate's owned instances to
+               unload (rsd_reconcile_unload, one call each) and return how many
+               (0 = none left). The lifecycle unloads them one request each
+               (model = the instance id), records each (rsd_reconcile_evicted,
+               rsd_reconcile_attr) and loads again; with no candidate left a
+               first failed load is retried once as is (when the plan has a
+               fallback); then LOAD_FAILED and the restore loop. The deadline
+               passing before any load was sent is DEGRADED instead.
        load_answer classifies the answers of both the loads and the unloads
-       (ACCEPTED = done). The hooks use rsd_reconcile_add_notice and
-       rsd_reconcile_decide; any hook may also record an eviction
-       (rsd_reconcile_evicted) or an attribution (rsd_reconcile_attr). LM
-       Studio is built this way. Flags: RSD_RT_CATALOG (listing names
+       (ACCEPTED = done); for a refused one it may write the server's words to
+       c->why (else the failure says "HTTP <status>"). The hooks use
+       rsd_reconcile_add_notice and rsd_reconcile_decide; any hook may also
+       record an eviction (rsd_reconcile_evicted) or an attribution
+       (rsd_reconcile_attr). Each call below copies what it is given:
+           void rsd_reconcile_set_catalog(r, tier, complete)
+               What a catalog read: tier = the API tier found (result.tier;
+               RSD_LMS_TIER_NONE leaves it), complete = false when entries were
+               cut off (the reconcile's answer is then never cached).
+           int rsd_reconcile_set_model(r, key, wire_id, state)
+               How the request resolved (gate; adopt names the instance it
+               takes): key = the model a load of the keep loads
+               (result.model_key), wire_id = the id requests use
+               (result.wire_id), NULL leaving either as it is; state =
+               result.state (RSD_LMS_UNKNOWN not served, JIT no instance,
+               INSTANCE loaded). RSD_OK, or RSD_ERR_MODEL_ID for an id
+               RSD_MODEL_ID_MAX or longer (nothing set). Begin sets both ids
+               to the keep.
+           void rsd_reconcile_set_decision(r, decision, reason, keep_resident)
+               A decision the gate makes without rsd_reconcile_decide (not
+               served: DECLINE; an instance loaded: ALREADY_RESIDENT):
+               result.decision, .reason and .keep_resident.
+           void rsd_reconcile_set_outcome(r, outcome, error, message)
+               How a gate that returns 1 ends the reconcile: result.outcome,
+               .error and, message not NULL, .message (cut to
+               RSD_RECONCILE_TEXT_MAX - 1 bytes). Begin sets error RSD_OK.
+           int rsd_reconcile_unload(r, instance, model, context_length)
+               free_room's instance to unload: model = the candidate whose it
+               is (its notices, result.evicted; the same for every call of one
+               free_room), context_length = what a restore loads it with. At
+               most 16 per free_room. RSD_OK, RSD_ERR_ARG (an empty id, another
+               model), RSD_ERR_MODEL_ID (one RSD_MODEL_ID_MAX or longer),
+               RSD_ERR_BUFFER (16 named) or RSD_ERR_TOO_LARGE (the id arena is
+               full).
+       LM Studio is built this way, and so can a runtime outside this file be
+       (tests/test_custom_runtime.c has one). Flags: RSD_RT_CATALOG (listing names
        every servable model: enables the loadability gate), RSD_RT_LOAD (explicit load;
        without it the reconcile ends RESIDENT after the unloads and the request
        itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
@@ -3628,8 +3664,8 @@ typedef struct rsd_reconcile_result {
     uint32_t load_attempts;   /* load requests for the keep */
     uint64_t freed_bytes;     /* a free reconcile: the listed sizes of what it unloaded */
     uint64_t elapsed_ms;      /* from begin to DONE */
-    rsd_lms_tier tier;        /* API tier found (LM Studio; NONE otherwise) */
-    rsd_lms_state state;      /* how the request resolved (LM Studio; UNKNOWN otherwise) */
+    rsd_lms_tier tier;        /* API tier found (a load-first runtime's; NONE otherwise) */
+    rsd_lms_state state;      /* how the request resolved (a load-first runtime's; UNKNOWN otherwise) */
     char wire_id[RSD_MODEL_ID_MAX];   /* the model id to send requests with */
     char model_key[RSD_MODEL_ID_MAX]; /* the model the reconcile loads (the keep, or its owning key) */
     char message[RSD_RECONCILE_TEXT_MAX];
@@ -3648,10 +3684,12 @@ typedef struct rsd_reconcile_result {
 typedef struct rsd_reconcile rsd_reconcile;
 
 /* What a runtime hook sees of its reconcile, kept current by the machine for each hook
-   call. A hook writes only url, body, made_instance and data. */
+   call. A hook writes only url, body, made_instance, data and why; a load-first hook sets
+   the result through rsd_reconcile_set_catalog, _set_model, _set_decision, _set_outcome
+   and _unload. */
 typedef struct rsd_runtime_ctx {
     rsd_reconcile *r;                 /* for rsd_reconcile_set_url, _model_body, _http_fill, _decide,
-                                         _add_notice, _evicted and _attr */
+                                         _add_notice, _evicted, _attr and the load-first calls */
     const char *root;                 /* the target's root URL (base URL without trailing '/' and one
                                          "/v1", or the runtime's root hook's) */
     const char *keep;                 /* the model to make resident ("" when freeing bytes) */
@@ -3668,8 +3706,9 @@ typedef struct rsd_runtime_ctx {
     rsd_json_tok *toks;               /* tokens to parse an answer (its top level and one entry) */
     uint32_t max_tokens;
     void *data;                       /* RSD_RECONCILE_RT_DATA bytes of scratch, 8-aligned, zeroed by begin */
-    char *why;                        /* a load-first hook's reason when it returns < 0,
-                                         RSD_RECONCILE_TEXT_MAX bytes */
+    char *why;                        /* a load-first hook's reason when it returns < 0, or its
+                                         load_answer's for a refused load or unload (the server's
+                                         words), RSD_RECONCILE_TEXT_MAX bytes */
 } rsd_runtime_ctx;
 
 /* A runtime adapter: hooks the one lifecycle calls, plus flags and defaults. The first
@@ -3704,14 +3743,14 @@ typedef struct rsd_runtime {
     /* Load first (RSD_RT_LOAD_FIRST; all four, in place of parse_list and list_end):
        catalog reads a 2xx listing into the runtime's own catalog (first: the first
        listing, whose API tier may fall back): RSD_OK, > 0 = list again (the request hook
-       names the next tier), < 0 = not read (c->why says why);
-       gate resolves the keep and decides after a listing (under_lock: the listing under
-       the lock): 0 = load the keep, 1 = the reconcile ends here (result set), < 0 =
-       degraded (c->why);
+       names the next tier), < 0 = not read (c->why says why); rsd_reconcile_set_catalog;
+       gate resolves the keep (rsd_reconcile_set_model) and decides after a listing
+       (under_lock: the listing under the lock): 0 = load the keep, 1 = the reconcile ends
+       here (rsd_reconcile_set_outcome), < 0 = degraded (c->why);
        adopt, after a failed load's listing: true = an instance the load made landed
-       late and is adopted (the reconcile ends resident);
-       free_room names the next candidate's owned instances to unload, one by one: how
-       many (0 = no candidate left). */
+       late and is adopted (its id set as the wire id; the reconcile ends resident);
+       free_room names the next candidate's owned instances to unload
+       (rsd_reconcile_unload each) and returns how many (0 = no candidate left). */
     int (*catalog)(rsd_runtime_ctx *c, bool first, int status, const char *body, size_t len);
     int (*gate)(rsd_runtime_ctx *c, bool under_lock);
     bool (*adopt)(rsd_runtime_ctx *c);
@@ -3910,6 +3949,25 @@ RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, con
                                            uint32_t context_length);
 /* Add an attribution (views must live as long as r: r's own strings). */
 RSD_API void rsd_reconcile_attr(rsd_reconcile *r, bool add, const char *model, const char *instance);
+/* For load-first hooks (RSD_RT_LOAD_FIRST): the result fields they set, each copied. */
+/* A listing read: tier = the API tier found (result.tier; NONE leaves it), complete =
+   false when entries were cut off (this reconcile's answer is then never cached). */
+RSD_API void rsd_reconcile_set_catalog(rsd_reconcile *r, rsd_lms_tier tier, bool complete);
+/* The request resolved: key = the model a load of the keep loads (result.model_key),
+   wire_id = the id requests use (result.wire_id), NULL leaving either as it is; state =
+   result.state. RSD_OK, or RSD_ERR_MODEL_ID for an id RSD_MODEL_ID_MAX or longer (nothing set). */
+RSD_API int rsd_reconcile_set_model(rsd_reconcile *r, const char *key, const char *wire_id, rsd_lms_state state);
+/* A decision made without rsd_reconcile_decide: result.decision, .reason, .keep_resident. */
+RSD_API void rsd_reconcile_set_decision(rsd_reconcile *r, rsd_decision decision, rsd_reason reason,
+                                        bool keep_resident);
+/* How the reconcile ends: result.outcome, .error and (message not NULL) .message, cut
+   to RSD_RECONCILE_TEXT_MAX - 1 bytes. */
+RSD_API void rsd_reconcile_set_outcome(rsd_reconcile *r, rsd_outcome outcome, int error, const char *message);
+/* free_room: an instance to unload next (model: the candidate whose it is, the same for
+   every call of one free_room; context_length: what a restore loads it with). RSD_OK,
+   RSD_ERR_ARG (an empty id, another model), RSD_ERR_MODEL_ID (an id RSD_MODEL_ID_MAX or
+   longer), RSD_ERR_BUFFER (16 named already) or RSD_ERR_TOO_LARGE (the id arena is full). */
+RSD_API int rsd_reconcile_unload(rsd_reconcile *r, const char *instance, const char *model, uint32_t context_length);
 /* ollama */
 /* Manual: "driver: Ollama" in the doc block at the top of this file. */
 /* The Ollama runtime adapter (strategy SCHEDULER). */
@@ -9360,7 +9418,8 @@ typedef struct rsd_lms_machine {
     rsd_str peer_ids[RSD_LMS_MAX_PEER_IDS];               /* the peers' instance ids, peer by peer */
     const char *cand[RSD_MAX_RESIDENTS];                  /* fallback keys in rank order */
     const char *before[16];                               /* keep's instances before our load */
-    const char *unload_inst[16];                          /* owned instances of cand[ci] */
+    const char *unload_inst[16];                          /* free_room's instances to unload */
+    const char *unload_model;                             /* the candidate whose they are */
     uint32_t unload_ctx[16];
     rsd_lms_peer peers[RSD_LMS_MAX_PEERS];                /* desc.peers (views into peer_ids) */
     rsd_lms_catalog *cat;             /* the catalog, in the storage of rsd_reconcile.snap and .poll (a
@@ -9869,6 +9928,47 @@ RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, con
     return e;
 }
 
+RSD_API void rsd_reconcile_set_catalog(rsd_reconcile *r, rsd_lms_tier tier, bool complete) {
+    if (tier != RSD_LMS_TIER_NONE) r->result.tier = tier;
+    r->no_cache = !complete;
+}
+
+RSD_API int rsd_reconcile_set_model(rsd_reconcile *r, const char *key, const char *wire_id, rsd_lms_state state) {
+    if ((key && strlen(key) >= RSD_MODEL_ID_MAX) || (wire_id && strlen(wire_id) >= RSD_MODEL_ID_MAX))
+        return RSD_ERR_MODEL_ID;
+    if (key) rsdi_cpy(r->result.model_key, sizeof r->result.model_key, key);
+    if (wire_id) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, wire_id);
+    r->result.state = state;
+    return RSD_OK;
+}
+
+RSD_API void rsd_reconcile_set_decision(rsd_reconcile *r, rsd_decision decision, rsd_reason reason,
+                                        bool keep_resident) {
+    r->result.decision = decision;
+    r->result.reason = reason;
+    r->result.keep_resident = keep_resident;
+}
+
+RSD_API void rsd_reconcile_set_outcome(rsd_reconcile *r, rsd_outcome outcome, int error, const char *message) {
+    r->result.outcome = outcome;
+    r->result.error = error;
+    if (message) rsdi_cpy_str(r->result.message, sizeof r->result.message, rsd_str_c(message));
+}
+
+RSD_API int rsd_reconcile_unload(rsd_reconcile *r, const char *instance, const char *model, uint32_t context_length) {
+    rsd_lms_machine *m = r ? r->lms : NULL;
+    int n;
+    if (!m || !instance || !instance[0] || !model || !model[0] || (m->n_unload && strcmp(model, m->unload_model)))
+        return RSD_ERR_ARG;
+    if (strlen(instance) >= RSD_MODEL_ID_MAX || strlen(model) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
+    if ((n = m->n_unload) >= (int)(sizeof m->unload_inst / sizeof m->unload_inst[0])) return RSD_ERR_BUFFER;
+    if (!(m->unload_inst[n] = rsdi_rc_idc(r, instance)) || !(m->unload_model = rsdi_rc_idc(r, model)))
+        return RSD_ERR_TOO_LARGE;
+    m->unload_ctx[n] = context_length;
+    m->n_unload++;
+    return RSD_OK;
+}
+
 /* Attribution removals of plain models: names in ours of evicted models that stayed
    unloaded. (A runtime with instances removes each instance as it unloads it: a
    restore makes a new one.) */
@@ -10162,11 +10262,9 @@ RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
    again, else LOAD_FAILED. Listings go to rt->catalog, the decision to rt->gate.
    Compiled out with RSD_NO_LMSTUDIO (begin then refuses the flag). */
 
-/* "POST <url>: timed out", the server's message, or "HTTP <status>". */
-RSDI_PRIVATE void rsdi_lf_why(rsd_reconcile *r, int transport, int status, const rsd_server_error *e,
-                              char *buf, size_t cap) {
+/* "POST <url>: timed out", or "HTTP <status>" (an answer load_answer gave no reason for). */
+RSDI_PRIVATE void rsdi_lf_why(rsd_reconcile *r, int transport, int status, char *buf, size_t cap) {
     if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %.300s: %s", r->step.http.method, r->url, rsd_result_str(transport));
-    else if (e && e->present && e->message[0]) (void)RSD_SNPRINTF(buf, cap, "%s", e->message);
     else (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
 }
 
@@ -11272,6 +11370,7 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
    one is wanted and not held). */
 RSDI_PRIVATE void rsdi_lf_gate(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
     int rc = r->rt->gate(&r->cx, under_lock);
+    if (under_lock && rc >= 0) r->result.redecided = true; /* decided again on the listing under the lock */
     if (rc > 0) rsdi_rc_finish(r, now_ms);
     else if (rc < 0) rsdi_lf_degrade(r, rc, r->cx.why, now_ms);
     else if (r->want_lock && !under_lock) rsdi_rc_lock(r);
@@ -11283,7 +11382,7 @@ RSDI_PRIVATE void rsdi_lf_on_list(rsd_reconcile *r, int transport, int status, c
                                   uint64_t now_ms) {
     int rc;
     if (transport < 0) { /* a dead server costs one timeout, not one per tier */
-        rsdi_lf_why(r, transport, 0, NULL, r->cx.why, RSD_RECONCILE_TEXT_MAX);
+        rsdi_lf_why(r, transport, 0, r->cx.why, RSD_RECONCILE_TEXT_MAX);
         rsdi_lf_degrade(r, transport, r->cx.why, now_ms);
         return;
     }
@@ -11299,7 +11398,7 @@ RSDI_PRIVATE void rsdi_lf_on_relist(rsd_reconcile *r, int transport, int status,
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
     int rc = ok2xx ? r->rt->catalog(&r->cx, false, status, body, len) : RSD_ERR_HTTP_STATUS;
     if (rc < 0) {
-        rsdi_lf_why(r, transport, status, NULL, r->cx.why, RSD_RECONCILE_TEXT_MAX);
+        rsdi_lf_why(r, transport, status, r->cx.why, RSD_RECONCILE_TEXT_MAX);
         rsdi_lf_degrade(r, transport < 0 ? transport : rc, r->cx.why, now_ms);
         return;
     }
@@ -11323,10 +11422,10 @@ RSDI_PRIVATE void rsdi_lf_locked(rsd_reconcile *r, bool held, bool unchanged, ui
 /* The keep's load: loaded (the instance it made is ours), or list again (LIMIT). */
 RSDI_PRIVATE void rsdi_lf_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                   uint64_t now_ms) {
-    rsd_lms_machine *m = r->lms;
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
     rsd_load_answer a;
     r->made_instance[0] = '\0';
+    r->cx.why[0] = '\0'; /* load_answer may say why the server refused (the failure's reason) */
     a = transport == RSD_OK ? r->rt->load_answer(&r->cx, status, body, len) : RSD_LOAD_REJECTED;
     if (a == RSD_LOAD_ACCEPTED) {
         r->result.mutated = r->result.loaded = true;
@@ -11341,7 +11440,7 @@ RSDI_PRIVATE void rsdi_lf_on_load(rsd_reconcile *r, int transport, int status, c
         rsdi_rc_finish(r, now_ms);
         return;
     }
-    rsdi_lf_why(r, transport, status, &m->reply.error, r->fail_reason, sizeof r->fail_reason);
+    if (!r->cx.why[0]) rsdi_lf_why(r, transport, status, r->fail_reason, sizeof r->fail_reason);
     r->fail_error = transport < 0 ? transport : ok2xx ? RSD_ERR_SERVER_ERROR : RSD_ERR_LOAD_REJECTED;
     rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_WARNING, r->result.model_key,
                              "loading '%s' on '%s' failed (%s); listing again before any retry.", r->result.model_key,
@@ -11373,13 +11472,14 @@ RSDI_PRIVATE void rsdi_lf_on_limit(rsd_reconcile *r, int transport, int status, 
         return;
     }
     if (r->load_attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
-        if ((m->n_unload = r->rt->free_room(&r->cx)) > 0) {
+        m->n_unload = 0; /* free_room names them (rsd_reconcile_unload) */
+        if (r->rt->free_room(&r->cx) > 0 && m->n_unload > 0) {
             m->ui = 0;
             m->evict_mark = r->result.n_evicted;
             rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[0], now_ms);
             return;
         }
-        if (!m->retried_plain && r->load_attempts == 1 && m->n_cand > 0) { /* retry once */
+        if (!m->retried_plain && r->load_attempts == 1 && r->plan.n_fallback > 0) { /* retry once */
             m->retried_plain = true;
             rsdi_rc_do_load(r, now_ms);
             return;
@@ -11393,10 +11493,12 @@ RSDI_PRIVATE void rsdi_lf_on_limit(rsd_reconcile *r, int transport, int status, 
 RSDI_PRIVATE void rsdi_lf_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                     uint64_t now_ms) {
     rsd_lms_machine *m = r->lms;
-    const char *inst = m->unload_inst[m->ui], *cand = m->cand[m->ci];
+    const char *inst = m->unload_inst[m->ui], *cand = m->unload_model;
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
     rsd_evicted *e;
+    why[0] = '\0';
+    r->cx.why = why; /* an unload's refusal is its own, not the failed load's (fail_reason) */
     if (ok2xx && r->rt->load_answer(&r->cx, status, body, len) == RSD_LOAD_ACCEPTED) {
         if ((e = rsd_reconcile_evicted(r, inst, cand, m->unload_ctx[m->ui])) != NULL)
             rsd_reconcile_attr(r, false, e->model, e->id); /* the instance is gone; a restore makes a new one */
@@ -11406,18 +11508,18 @@ RSDI_PRIVATE void rsdi_lf_on_unload(rsd_reconcile *r, int transport, int status,
                                  "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, cand,
                                  r->target_id, r->result.model_key);
     } else {
-        if (transport == RSD_OK && !ok2xx) (void)r->rt->load_answer(&r->cx, status, body, len); /* its error */
-        rsdi_lf_why(r, transport, status, transport == RSD_OK ? &m->reply.error : NULL, why, sizeof why);
+        if (transport == RSD_OK && !ok2xx) (void)r->rt->load_answer(&r->cx, status, body, len); /* its reason */
+        if (!why[0]) rsdi_lf_why(r, transport, status, why, sizeof why);
         r->result.unload_failed = true;
         rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, cand,
                                  "unloading instance '%s' of '%s' on '%s' failed: %s", inst, cand, r->target_id, why);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s: %s", inst, why);
     }
+    r->cx.why = r->fail_reason;
     if (++m->ui < m->n_unload) {
         rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[m->ui], now_ms);
         return;
     }
-    m->ci++;
     if (r->result.n_evicted > m->evict_mark) rsdi_rc_do_load(r, now_ms); /* freed something: retry */
     else rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms); /* nothing freed: next candidate */
 }
@@ -12126,16 +12228,17 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_runtime_ctx *c, rsd_http_op op, const char
 
 /* A 2xx that is not an error body is done (a load: an unreadable one too, loaded, id
    unknown); the instance id it names goes to c->made_instance. Any other answer's
-   error is kept (reply.error) for the message. */
+   error message, if it has one, goes to c->why. */
 RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_runtime_ctx *c, int status, const char *body, size_t len) {
     rsd_lms_machine *m = c->r->lms;
-    int rc;
-    if (status < 200 || status > 299) {
-        (void)rsd_server_error_parse(&m->reply.error, body, len, c->toks, c->max_tokens);
+    int rc = RSD_ERR_SERVER_ERROR;
+    if (status < 200 || status > 299) (void)rsd_server_error_parse(&m->reply.error, body, len, c->toks, c->max_tokens);
+    else rc = rsd_lms_parse_reply(&m->reply, body, len, c->toks, c->max_tokens);
+    if (rc == RSD_ERR_SERVER_ERROR) {
+        if (m->reply.error.present && m->reply.error.message[0])
+            rsdi_cpy_str(c->why, RSD_RECONCILE_TEXT_MAX, rsd_str_c(m->reply.error.message));
         return RSD_LOAD_REJECTED;
     }
-    rc = rsd_lms_parse_reply(&m->reply, body, len, c->toks, c->max_tokens);
-    if (rc == RSD_ERR_SERVER_ERROR) return RSD_LOAD_REJECTED;
     if (rc == RSD_OK && m->reply.instance_id.len > 0)
         rsdi_cpy_str(c->made_instance, RSD_MODEL_ID_MAX, m->reply.instance_id);
     return RSD_LOAD_ACCEPTED;
@@ -12149,11 +12252,8 @@ RSDI_PRIVATE int rsdi_lms_catalog(rsd_runtime_ctx *c, bool first, int status, co
     rsd_lms_tier tier = first ? (rsd_lms_tier)m->tier_try : RSD_LMS_TIER_V1;
     int rc = r->ans_state == RSDI_ANS_READ ? rsdi_lms_tier_read(m->cat, tier, r->ans_rc) /* read as it arrived */
            : rsd_lms_catalog_from_response(m->cat, tier, status, body, len, r->toks, r->max_tokens);
-    r->no_cache = m->cat->truncated;
-    if (rc >= 0 || !first) {
-        if (rc >= 0 && first) r->result.tier = tier;
-        return rc < 0 ? rc : RSD_OK;
-    }
+    rsd_reconcile_set_catalog(r, rc >= 0 && first ? tier : RSD_LMS_TIER_NONE, !m->cat->truncated);
+    if (rc >= 0 || !first) return rc < 0 ? rc : RSD_OK;
     if (rc == RSD_ERR_AUTH) {
         rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "LM Studio authentication required");
         return rc;
@@ -12167,15 +12267,15 @@ RSDI_PRIVATE int rsdi_lms_catalog(rsd_runtime_ctx *c, bool first, int status, co
     return RSD_ERR_PAYLOAD;
 }
 
-/* Resolve against the catalog (inside a feed); copies wire id, key, state. */
+/* Resolve against the catalog (inside a feed); sets wire id, key, state. */
 RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
     rsd_lms_machine *m = r->lms;
     rsd_lms_resolution res;
+    char key[RSD_MODEL_ID_MAX], wire[RSD_MODEL_ID_MAX];
     (void)rsd_lms_resolve(m->cat, rsd_str_c(r->keep), rsd_str_c(m->default_model), m->peers, m->n_peers, &res);
-    r->result.state = res.state;
-    rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, res.wire_id);
-    if (res.model >= 0) rsdi_cpy_str(r->result.model_key, sizeof r->result.model_key, m->cat->models[res.model].key);
-    else rsdi_cpy(r->result.model_key, sizeof r->result.model_key, r->keep);
+    rsdi_cpy_str(wire, sizeof wire, res.wire_id);
+    rsdi_cpy_str(key, sizeof key, res.model >= 0 ? m->cat->models[res.model].key : rsd_str_c(r->keep));
+    (void)rsd_reconcile_set_model(r, key, wire, res.state); /* both fit: cut to RSD_MODEL_ID_MAX - 1 */
     return res;
 }
 
@@ -12253,7 +12353,7 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
 /* The request names nothing the complete catalog serves: DECLINED (the reconcile ends). */
 RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r) {
     const rsd_lms_catalog *c = r->lms->cat;
-    char ids[RSD_RECONCILE_TEXT_MAX];
+    char ids[RSD_RECONCILE_TEXT_MAX], msg[RSD_RECONCILE_TEXT_MAX];
     size_t n = 0;
     int i;
     ids[0] = '\0';
@@ -12262,25 +12362,21 @@ RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r) {
                              c->instances[i].id.ptr);
         if (w > 0) n = n + (size_t)w > sizeof ids - 1 ? sizeof ids - 1 : n + (size_t)w;
     }
-    (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message,
+    (void)RSD_SNPRINTF(msg, sizeof msg,
                        "LM Studio target '%.100s' does not advertise model '%.100s'. Resident instances: %.160s. Configure "
                        "an explicit LM Studio load before requesting an unlisted model.",
                        r->target_id, r->keep, n ? ids : "none");
-    r->result.outcome = RSD_OUTCOME_DECLINED;
-    r->result.error = RSD_ERR_NOT_SERVED;
-    r->result.decision = RSD_DECISION_DECLINE;
-    r->result.reason = RSD_REASON_DECLINE_NOT_LOADABLE;
-    rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, r->keep, "%s", r->result.message);
+    rsd_reconcile_set_outcome(r, RSD_OUTCOME_DECLINED, RSD_ERR_NOT_SERVED, msg);
+    rsd_reconcile_set_decision(r, RSD_DECISION_DECLINE, RSD_REASON_DECLINE_NOT_LOADABLE, false);
+    rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, r->keep, "%s", msg);
 }
 
-/* The catalog has an instance for the request: RESIDENT, nothing loaded (the first
-   catalog: keep_resident; the one under the lock: redecided). The reconcile ends (1). */
+/* The catalog has an instance for the request: RESIDENT, nothing loaded (keep_resident
+   when it was there at the first catalog). The reconcile ends (1). */
 RSDI_PRIVATE int rsdi_lms_has_instance(rsd_reconcile *r, bool under_lock) {
-    if (under_lock) r->result.redecided = true;
-    else r->result.keep_resident = true;
-    r->result.outcome = RSD_OUTCOME_RESIDENT;
-    r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
-    r->result.reason = RSD_REASON_KEEP_RESIDENT;
+    rsd_reconcile_set_decision(r, RSD_DECISION_ALREADY_RESIDENT, RSD_REASON_KEEP_RESIDENT,
+                               under_lock ? r->result.keep_resident : true);
+    rsd_reconcile_set_outcome(r, RSD_OUTCOME_RESIDENT, RSD_OK, NULL);
     return 1;
 }
 
@@ -12296,7 +12392,6 @@ RSDI_PRIVATE int rsdi_lms_gate(rsd_runtime_ctx *c, bool under_lock) {
             rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the model changed under the lock");
             return rc < 0 ? rc : RSD_ERR_NOT_SERVED;
         }
-        r->result.redecided = true;
         rsdi_lms_snapshot_keep(r);
         return 0;
     }
@@ -12305,21 +12400,21 @@ RSDI_PRIVATE int rsdi_lms_gate(rsd_runtime_ctx *c, bool under_lock) {
         rsdi_lms_not_served(r);
         return 1;
     }
-    r->result.error = RSD_OK;
     if (res.state == RSD_LMS_INSTANCE) return rsdi_lms_has_instance(r, false);
     if (r->lms->cat->truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
         rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES");
         return RSD_ERR_LISTING_TRUNCATED;
     }
-    r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use */
+    rsd_reconcile_set_outcome(r, RSD_OUTCOME_OBSERVED, RSD_OK, NULL); /* the server loads on first use */
     if (!r->lms->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) return 1;
     if ((rc = rsdi_lms_decide(r, res.model, true)) < 0) {
         rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the catalog cannot be decided on");
         return rc;
     }
     if (r->plan.decision != RSD_DECISION_LOAD && r->plan.decision != RSD_DECISION_LOAD_AFTER_EVICT) {
-        if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) r->result.outcome = RSD_OUTCOME_RESIDENT;
+        if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT)
+            rsd_reconcile_set_outcome(r, RSD_OUTCOME_RESIDENT, RSD_OK, NULL);
         return 1; /* OBSERVE (never loads) */
     }
     rsdi_lms_snapshot_keep(r);
@@ -12331,24 +12426,27 @@ RSDI_PRIVATE int rsdi_lms_gate(rsd_runtime_ctx *c, bool under_lock) {
 RSDI_PRIVATE bool rsdi_lms_adopt(rsd_runtime_ctx *c) {
     rsd_reconcile *r = c->r;
     rsd_lms_machine *m = r->lms;
+    char id[RSD_MODEL_ID_MAX];
     int i, k;
     for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat->index.next[i]) {
         const rsd_lms_instance *in = &m->cat->instances[i];
         bool seen = false;
         for (k = 0; k < m->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, m->before[k]);
         if (seen) continue;
-        rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, in->id);
+        rsdi_cpy_str(id, sizeof id, in->id);
+        (void)rsd_reconcile_set_model(r, NULL, id, RSD_LMS_INSTANCE);
         return true;
     }
     return false;
 }
 
 /* The free_room hook: the owned listed instances of the next candidate (from cand[ci])
-   into unload_inst; how many, 0 when no candidate has one. */
+   named to unload; how many, 0 when no candidate has one. */
 RSDI_PRIVATE int rsdi_lms_free_room(rsd_runtime_ctx *c) {
     rsd_reconcile *r = c->r;
     rsd_lms_machine *m = r->lms;
     bool own[RSD_LMS_MAX_INSTANCES];
+    char inst[RSD_MODEL_ID_MAX];
     int i, k, n = 0;
     /* which listed instances are owned: one lookup per owned id */
     memset(own, 0, sizeof own);
@@ -12363,10 +12461,14 @@ RSDI_PRIVATE int rsdi_lms_free_room(rsd_runtime_ctx *c) {
             const rsd_lms_instance *in = &m->cat->instances[i];
             if (!own[i]) continue;
             if (r->result.n_evicted + n >= RSD_LMS_MAX_EVICT) break;
-            if (!(m->unload_inst[n] = rsdi_rc_id(r, in->id, RSD_MODEL_ID_MAX))) break;
-            m->unload_ctx[n++] = in->context_length;
+            rsdi_cpy_str(inst, sizeof inst, in->id);
+            if (rsd_reconcile_unload(r, inst, m->cand[m->ci], in->context_length) < 0) break;
+            n++;
         }
-        if (n > 0) return n;
+        if (n > 0) {
+            m->ci++; /* the next call starts at the next candidate */
+            return n;
+        }
     }
     return 0;
 }
