@@ -328,12 +328,7 @@ static int up_post(up_ctx *u, const char *what, const char *id) {
     rsd_http_event ev;
     snprintf(url, sizeof url, "%s/models/%s", u->root, what);
     snprintf(body, sizeof body, "{\"model\":\"%s\"}", id);
-    memset(&q, 0, sizeof q);
-    q.method = "POST";
-    q.url = url;
-    q.content_type = "application/json";
-    q.body = body;
-    q.body_len = strlen(body);
+    json_post(&q, url, body);
     q.total_timeout_ms = 120000;
     u->requests++;
     if (rsd_http_request_sync(u->c, &q, &ev) != RSD_OK || ev.status < 200 || ev.status > 299) return -1;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "listen_proc.h"
+#include "http_req.h"
 
 #define SERVE_BIN "build/bin/rsd-serve"
 #define SIM_BIN "build/bin/rsd-sim"
@@ -130,12 +131,7 @@ static void test_serve_slow_bodies(void) {
     c = rsd_http_client_create(NULL);
     REQUIRE(c);
     snprintf(url, sizeof url, "%s/v1/chat/completions", lp.url);
-    memset(&q, 0, sizeof q);
-    q.method = "POST";
-    q.url = url;
-    q.content_type = "application/json";
-    q.body = body;
-    q.body_len = strlen(body);
+    json_post(&q, url, body);
     q.total_timeout_ms = 30000;
     t0 = now_ms();
     rc = rsd_http_request_sync(c, &q, &ev);
