@@ -68,7 +68,7 @@ static inline double vmax(const double *v, int n) { double m = v[0]; int i; for 
 static inline int bench_req(rsd_http_client *c, const char *method, const char *url, const char *body,
                             uint32_t timeout_ms, char *buf, size_t cap) {
     rsd_http_request q;
-    rsd_http_event ev;
+    int st;
     if (body) {
         json_post(&q, url, body);
     } else {
@@ -78,13 +78,8 @@ static inline int bench_req(rsd_http_client *c, const char *method, const char *
     q.method = method;
     q.total_timeout_ms = timeout_ms;
     if (buf && cap) buf[0] = 0;
-    if (rsd_http_request_sync(c, &q, &ev) != RSD_OK) return 0;
-    if (buf && cap) {
-        size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-        memcpy(buf, ev.body.ptr, n);
-        buf[n] = 0;
-    }
-    return ev.status;
+    st = http_sync_into(c, &q, buf, cap);
+    return st < 0 ? 0 : st;
 }
 #endif
 
