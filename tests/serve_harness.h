@@ -154,6 +154,15 @@ SH_FN int64_t json_int(const char *key) {
     return v;
 }
 
+/* timings.<field> of the last answer (-1 when absent or not an integer). */
+SH_FN int64_t timing(const char *field) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v);
+    return v;
+}
+
 /* The /status entry of model id: a field as an integer (-1 when absent or null); "obj.field"
    reads a field of the entry's object obj (e.g. "kv_cache.saves"). */
 SH_FN int64_t status_field(const serve_proc *s, const char *id, const char *field) {
@@ -389,6 +398,28 @@ SH_FN bool wait_field(const serve_proc *s, const char *id, const char *field, in
     w.field = field;
     w.want = want;
     return wait_until(s, field_is, &w, 30000);
+}
+
+/* /status models[id].kv_cache.<field> (-1 when absent); wait_kv awaits a value (bounded: 30 s). */
+SH_FN int64_t kv_field(const serve_proc *s, const char *id, const char *field) {
+    char f[64];
+    snprintf(f, sizeof f, "kv_cache.%s", field);
+    return status_field(s, id, f);
+}
+SH_FN bool wait_kv(const serve_proc *s, const char *id, const char *field, int64_t want) {
+    char f[64];
+    snprintf(f, sizeof f, "kv_cache.%s", field);
+    return wait_field(s, id, f, want);
+}
+
+/* The counter `field` of the first model in GET /_rsd/affinity (-1 = absent). */
+SH_FN int64_t aff_field(const serve_proc *s, const char *field) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_at(&d, rsd_json_find(&d, 0, "models"), 0), field), &v);
+    return v;
 }
 
 /* /status: model id's memory.<fig>.<field> (fig "" = memory.<field>): an integer (-1

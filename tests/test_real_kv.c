@@ -52,28 +52,6 @@ static const char *kv_chat(const char *model, int reps, bool next) {
     return b;
 }
 
-/* timings.<field> of the last answer (g_body), -1 when absent. */
-static int64_t timing(const char *field) {
-    static rsd_json_tok toks[4096];
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), toks, 4096) <= 0) return -1;
-    if (rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v) != RSD_OK) return -1;
-    return v;
-}
-
-/* /status models[id].kv_cache.<field>, -1 when absent; waiting for one (30 s at most). */
-static int64_t kv_field(const serve_proc *s, const char *id, const char *field) {
-    char f[64];
-    snprintf(f, sizeof f, "kv_cache.%s", field);
-    return status_field(s, id, f);
-}
-static bool wait_kv(const serve_proc *s, const char *id, const char *field, int64_t want) {
-    char f[64];
-    snprintf(f, sizeof f, "kv_cache.%s", field);
-    return wait_field(s, id, f, want);
-}
-
 static char g_kv[700]; /* the kv_cache_dir of the test running */
 
 /* Files in g_kv ending in ext (dir_files). */

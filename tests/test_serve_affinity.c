@@ -285,25 +285,6 @@ static bool raw_wait(int fd, const char *until, char *acc, size_t cap) {
 
 /* ---- loopback, rsd-sim children ---------------------------------------------------- */
 
-/* The counter `field` of model id in GET /_rsd/affinity (-1 = absent). */
-static int64_t aff_field(const serve_proc *s, const char *field) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_at(&d, rsd_json_find(&d, 0, "models"), 0), field), &v);
-    return v;
-}
-
-/* timings.<field> of the last answer in g_body (-1 = none). */
-static int64_t timing(const char *field) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v);
-    return v;
-}
-
 /* A chat history: turn t of session `who` (its previous turns, the sim's answers, and
    a new user message), with prompt_cache_key when keyed. */
 static const char *session_body(const char *model, const char *who, int turns, bool keyed) {
