@@ -239,6 +239,37 @@ SH_FN void write_cfg(const char *path, const char *text) {
              SIM_BIN, text);
     write_file(path, full);
 }
+
+/* An INI at path for rsd-serve over rsd-sim children (SIM_BIN run with args): the global
+   lines, then the [model] sections in models, where "@/x.gguf" names DIR/m/x.gguf, made
+   here as an empty file: rsd-serve checks that a model file is readable before it starts
+   one (rsd-sim reads its options from the name: "@/broken.gguf,fail=1"). */
+SH_FN void write_sim_ini(const char *path, const char *args, int max_models, const char *globals,
+                         const char *models) {
+    char text[8192], mdir[192], body[4096];
+    const char *p;
+    size_t n = 0;
+    make_dir();
+    snprintf(mdir, sizeof mdir, "%s/m", g_dir);
+    (void)mkdir(mdir, 0700);
+    for (p = models; *p && n + sizeof mdir < sizeof body; p++) {
+        if (p[0] == '@' && p[1] == '/') {
+            const char *e = strchr(p, '\n');
+            char file[384];
+            size_t k = e ? (size_t)(e - p - 1) : strlen(p + 1);
+            snprintf(file, sizeof file, "%s%.*s", mdir, (int)k, p + 1);
+            write_file(file, "");
+            n += (size_t)snprintf(body + n, sizeof body - n, "%s", mdir);
+            continue;
+        }
+        body[n++] = *p;
+    }
+    body[n] = 0;
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n%s\n%s",
+             max_models, SIM_BIN, args, globals, body);
+    write_file(path, text);
+}
 #endif
 
 /* An empty model file g_dir/NAME.gguf (rsd-serve checks it is readable); its path, valid
