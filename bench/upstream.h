@@ -255,6 +255,26 @@ typedef struct up_ctx {
     rsd_json_tok toks[8192];
 } up_ctx;
 
+/* A context with its own client for the router at root, baseUrl base (root + "/v1", kept by
+   the caller while it lives); NULL when out of memory. up_free ends it. */
+static up_ctx *up_new(const char *base, const char *root, const char *state_dir) {
+    up_ctx *u = (up_ctx *)calloc(1, sizeof *u);
+    if (!u) return NULL;
+    if (!(u->c = rsd_http_client_create(NULL))) {
+        free(u);
+        return NULL;
+    }
+    u->base = base;
+    snprintf(u->root, sizeof u->root, "%s", root);
+    u->state_dir = state_dir;
+    return u;
+}
+
+static void up_free(up_ctx *u) {
+    rsd_http_client_destroy(u->c);
+    free(u);
+}
+
 static bool up_resident_state(int s) { return s == UP_ST_LOADED || s == UP_ST_LOADING || s == UP_ST_SLEEPING; }
 
 /* fetchRouterModels: GET models (probe timeout 1500); non-2xx or transport -> error. */
