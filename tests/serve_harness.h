@@ -306,6 +306,21 @@ SH_FN int dir_files(const char *dir, const char *ext, bool *all_0600, char *firs
     return n;
 }
 
+/* The unified binary's spelling (`llama serve`) for server: a wrapper DIR/my bin/llama (a
+   directory with a blank), its path into out, that takes the subcommand serve and execs
+   server with the rest (any other: exit 2). 0, or -1 when it cannot be written. */
+SH_FN int llama_wrapper(const char *dir, const char *server, char *out, size_t cap) {
+    char bindir[768], text[4096 + 256];
+    snprintf(bindir, sizeof bindir, "%s/my bin", dir);
+    (void)mkdir(bindir, 0700);
+    snprintf(out, cap, "%s/llama", bindir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
+             "shift\nexec '%s' \"$@\"\n", server);
+    if (write_file(out, text) != 0) return -1;
+    return chmod(out, 0700);
+}
+
 /* A raw loopback connection (for streaming and disconnects). */
 SH_FN int raw_connect(int port) {
     struct sockaddr_in a;

@@ -1371,14 +1371,7 @@ static void test_serve_unified_binary(void) {
     const char *check[] = {SERVE_BIN, "--config", path, "--check", NULL};
     make_dir();
     REQUIRE(realpath(SIM_BIN, sim) != NULL);
-    snprintf(bindir, sizeof bindir, "%s/my bin", g_dir);
-    (void)mkdir(bindir, 0700);
-    snprintf(llama, sizeof llama, "%s/llama", bindir);
-    snprintf(text, sizeof text,
-             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
-             "shift\nexec '%s' \"$@\"\n", sim);
-    write_file(llama, text);
-    REQUIRE(chmod(llama, 0700) == 0);
+    REQUIRE(llama_wrapper(g_dir, sim, llama, sizeof llama) == 0);
     snprintf(path, sizeof path, "%s/unified.ini", g_dir);
     snprintf(text, sizeof text,
              "listen = 127.0.0.1:0\nmax_models = 1\nllama_server = \"%s\" serve\n"
@@ -1417,6 +1410,7 @@ static void test_serve_unified_binary(void) {
     CHECK(strstr(out, want) != NULL);
     if (!strstr(out, want)) printf("  got: %s\n", out);
     (void)unlink(llama);
+    snprintf(bindir, sizeof bindir, "%s/my bin", g_dir);
     (void)rmdir(bindir);
 }
 
