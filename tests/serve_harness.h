@@ -313,7 +313,7 @@ SH_FN int llama_wrapper(const char *dir, const char *server, char *out, size_t c
     char bindir[768], text[4096 + 256];
     snprintf(bindir, sizeof bindir, "%s/my bin", dir);
     (void)mkdir(bindir, 0700);
-    snprintf(out, cap, "%s/llama", bindir);
+    snprintf(out, cap, "%s/my bin/llama", dir);
     snprintf(text, sizeof text,
              "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
              "shift\nexec '%s' \"$@\"\n", server);
