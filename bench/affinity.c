@@ -152,12 +152,7 @@ static chat_result chat_trace(const char *base) {
                 snprintf(body, sizeof body,
                          "{\"model\":\"chat\",\"prompt_cache_key\":\"session-%d\",\"max_tokens\":4,\"temperature\":0,"
                          "\"messages\":[%s]}", pick, s->hist);
-                memset(&q, 0, sizeof q);
-                q.method = "POST";
-                q.url = url;
-                q.content_type = "application/json";
-                q.body = body;
-                q.body_len = strlen(body);
+                json_post(&q, url, body);
                 q.total_timeout_ms = 300000;
                 q.user = s;
                 if (rsd_http_send(c, &q, now, &hs[pick]) != RSD_OK) die("send");

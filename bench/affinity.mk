@@ -5,7 +5,7 @@
 BENCH_RUNS += bench-affinity
 .PHONY: bench-affinity
 
-$(B)/bench/affinity: bench/affinity.c bench/bench_util.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
+$(B)/bench/affinity: bench/affinity.c bench/bench_util.h tests/http_req.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/affinity.c -o $@
 
 bench-affinity: $(B)/bench/affinity $(B)/bin/rsd-serve $(B)/bin/rsd-sim

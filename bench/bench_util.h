@@ -62,29 +62,24 @@ static inline double pct(const double *v, int n, double p) {
 static inline double vmin(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] < m) m = v[i]; return m; }
 static inline double vmax(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] > m) m = v[i]; return m; }
 #ifdef RESIDENCY_HTTP_H_INCLUDED
+#include "../tests/http_req.h"
 /* One blocking request on c: the status (0 on a transport error), the body copied into
    buf (NUL-terminated, cut to cap - 1) when buf is given; timeout_ms 0 = the client's. */
 static inline int bench_req(rsd_http_client *c, const char *method, const char *url, const char *body,
                             uint32_t timeout_ms, char *buf, size_t cap) {
     rsd_http_request q;
-    rsd_http_event ev;
-    memset(&q, 0, sizeof q);
-    q.method = method;
-    q.url = url;
-    q.total_timeout_ms = timeout_ms;
+    int st;
     if (body) {
-        q.content_type = "application/json";
-        q.body = body;
-        q.body_len = strlen(body);
+        json_post(&q, url, body);
+    } else {
+        memset(&q, 0, sizeof q);
+        q.url = url;
     }
+    q.method = method;
+    q.total_timeout_ms = timeout_ms;
     if (buf && cap) buf[0] = 0;
-    if (rsd_http_request_sync(c, &q, &ev) != RSD_OK) return 0;
-    if (buf && cap) {
-        size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-        memcpy(buf, ev.body.ptr, n);
-        buf[n] = 0;
-    }
-    return ev.status;
+    st = http_sync_into(c, &q, buf, cap);
+    return st < 0 ? 0 : st;
 }
 #endif
 

@@ -6,7 +6,7 @@
 BENCH_RUNS += bench-kv
 .PHONY: bench-kv
 
-$(B)/bench/kv: bench/kv.c bench/bench_util.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
+$(B)/bench/kv: bench/kv.c bench/bench_util.h tests/http_req.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/kv.c -o $@
 
 bench-kv: $(B)/bench/kv $(B)/bin/rsd-serve

@@ -388,15 +388,12 @@ static bool listed(const char *resident, const char *id) {
 
 static void figure1(const char *url, const char *state_dir, f1_result *out) {
     rsd_ensurer *e = new_ensurer(state_dir);
-    up_ctx *u = (up_ctx *)calloc(1, sizeof *u);
+    up_ctx *u;
     char base[96];
     int p, r;
-    if (!e || !u) die("create failed");
     snprintf(base, sizeof base, "%s/v1", url);
-    u->c = rsd_http_client_create(NULL);
-    u->base = base;
-    snprintf(u->root, sizeof u->root, "%s", url);
-    u->state_dir = state_dir;
+    u = up_new(base, url, state_dir);
+    if (!e || !u) die("create failed");
     for (p = 0; p < UP_PATHS; p++) {
         const up_path *path = &up_paths[p];
         bool pinned_before = false;
@@ -431,8 +428,7 @@ static void figure1(const char *url, const char *state_dir, f1_result *out) {
             if (pinned_before && !listed(out[p].peer_after, "p")) out[p].peer_pinned_lost++;
         }
     }
-    rsd_http_client_destroy(u->c);
-    free(u);
+    up_free(u);
     rsd_ensurer_destroy(e);
 }
 
@@ -447,15 +443,12 @@ static void figure2(const char *url, const char *state_dir, f2_result *out) {
     static const char *const none[] = {NULL};
     static const char *const ids[] = {"a", "b", "c"};
     rsd_ensurer *e = new_ensurer(state_dir);
-    up_ctx *u = (up_ctx *)calloc(1, sizeof *u);
+    up_ctx *u;
     char base[96];
     int i;
-    if (!e || !u) die("create failed");
     snprintf(base, sizeof base, "%s/v1", url);
-    u->c = rsd_http_client_create(NULL);
-    u->base = base;
-    snprintf(u->root, sizeof u->root, "%s", url);
-    u->state_dir = state_dir;
+    u = up_new(base, url, state_dir);
+    if (!e || !u) die("create failed");
     for (i = 0; i < F2_LOADS; i++) {
         const char *id = ids[i % 3];
         rsd_ensure_result res;
@@ -483,8 +476,7 @@ static void figure2(const char *url, const char *state_dir, f2_result *out) {
             }
         }
     }
-    rsd_http_client_destroy(u->c);
-    free(u);
+    up_free(u);
     rsd_ensurer_destroy(e);
 }
 

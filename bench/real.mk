@@ -7,7 +7,7 @@
 BENCH_RUNS += bench-real
 .PHONY: bench-real
 
-$(B)/bench/real: bench/real.c bench/upstream.h bench/bench_util.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
+$(B)/bench/real: bench/real.c bench/upstream.h bench/bench_util.h tests/http_req.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/real.c -o $@
 
 bench-real: $(B)/bench/real $(B)/bin/rsd-serve

@@ -298,15 +298,12 @@ static int figure1(const char *state_dir, f1_result *out, const up_path *paths) 
                                        "--model", "id=a", "--model", "id=b", "--model", "id=c", NULL};
     sim_proc s;
     rsd_ensurer *e;
-    up_ctx *u = (up_ctx *)calloc(1, sizeof *u);
+    up_ctx *u;
     int p, r, bad = 0;
     sim_start(&s, args);
     e = new_ensurer(state_dir, true);
+    u = up_new(s.base, s.url, state_dir);
     if (!e || !u) die("create failed%s", "");
-    u->c = rsd_http_client_create(NULL);
-    u->base = s.base;
-    snprintf(u->root, sizeof u->root, "%s", s.url);
-    u->state_dir = state_dir;
     for (p = 0; p < UP_PATHS; p++) {
         for (r = 0; r < F1_RUNS; r++) {
             rsd_ensure_result res;
@@ -348,8 +345,7 @@ static int figure1(const char *state_dir, f1_result *out, const up_path *paths) 
             }
         }
     }
-    rsd_http_client_destroy(u->c);
-    free(u);
+    up_free(u);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
     return bad;
@@ -370,7 +366,7 @@ static void figure2(const char *state_dir, f2_result *out) {
     static const char *const none[] = {NULL};
     sim_proc s;
     rsd_ensurer *e;
-    up_ctx *u = (up_ctx *)calloc(1, sizeof *u);
+    up_ctx *u;
     int i, n = 0;
     args[n++] = "--models-max";
     args[n++] = "4";
@@ -384,11 +380,8 @@ static void figure2(const char *state_dir, f2_result *out) {
     args[n] = NULL;
     sim_start(&s, args);
     e = new_ensurer(state_dir, true);
+    u = up_new(s.base, s.url, state_dir);
     if (!e || !u) die("create failed%s", "");
-    u->c = rsd_http_client_create(NULL);
-    u->base = s.base;
-    snprintf(u->root, sizeof u->root, "%s", s.url);
-    u->state_dir = state_dir;
     for (i = 0; i < F2_LOADS; i++) {
         char id[8];
         sim_view v;
@@ -423,8 +416,7 @@ static void figure2(const char *state_dir, f2_result *out) {
         out->peer_req[i] = (double)(v.total - t0);
         out->peer_tail[i] = ret / 1e3 - (double)v.last_t_ms;
     }
-    rsd_http_client_destroy(u->c);
-    free(u);
+    up_free(u);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }

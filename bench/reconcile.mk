@@ -7,7 +7,7 @@
 BENCH_RUNS += bench-reconcile
 .PHONY: bench-reconcile
 
-$(B)/bench/reconcile: bench/reconcile.c bench/upstream.h bench/bench_util.h $(HEADERS) | $(B)/bench
+$(B)/bench/reconcile: bench/reconcile.c bench/upstream.h bench/bench_util.h tests/http_req.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/reconcile.c -o $@
 
 bench-reconcile: $(B)/bench/reconcile $(B)/bin/rsd-sim

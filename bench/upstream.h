@@ -255,6 +255,26 @@ typedef struct up_ctx {
     rsd_json_tok toks[8192];
 } up_ctx;
 
+/* A context with its own client for the router at root, baseUrl base (root + "/v1", kept by
+   the caller while it lives); NULL when out of memory. up_free ends it. */
+static up_ctx *up_new(const char *base, const char *root, const char *state_dir) {
+    up_ctx *u = (up_ctx *)calloc(1, sizeof *u);
+    if (!u) return NULL;
+    if (!(u->c = rsd_http_client_create(NULL))) {
+        free(u);
+        return NULL;
+    }
+    u->base = base;
+    snprintf(u->root, sizeof u->root, "%s", root);
+    u->state_dir = state_dir;
+    return u;
+}
+
+static void up_free(up_ctx *u) {
+    rsd_http_client_destroy(u->c);
+    free(u);
+}
+
 static bool up_resident_state(int s) { return s == UP_ST_LOADED || s == UP_ST_LOADING || s == UP_ST_SLEEPING; }
 
 /* fetchRouterModels: GET models (probe timeout 1500); non-2xx or transport -> error. */
@@ -328,12 +348,7 @@ static int up_post(up_ctx *u, const char *what, const char *id) {
     rsd_http_event ev;
     snprintf(url, sizeof url, "%s/models/%s", u->root, what);
     snprintf(body, sizeof body, "{\"model\":\"%s\"}", id);
-    memset(&q, 0, sizeof q);
-    q.method = "POST";
-    q.url = url;
-    q.content_type = "application/json";
-    q.body = body;
-    q.body_len = strlen(body);
+    json_post(&q, url, body);
     q.total_timeout_ms = 120000;
     u->requests++;
     if (rsd_http_request_sync(u->c, &q, &ev) != RSD_OK || ev.status < 200 || ev.status > 299) return -1;

@@ -8,6 +8,7 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include <stdlib.h>
+#include "../tests/attr_set.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
@@ -19,24 +20,12 @@ static void fz_check(int ok) {
     if (!ok) abort();
 }
 
-static int fz_same(const rsd_attr_set *x, const rsd_attr_set *y) {
-    size_t i;
-    if (x->count != y->count) return 0;
-    for (i = 0; i < x->count; i++) {
-        const rsd_attr *p = &x->items[i], *q = &y->items[i];
-        if (strcmp(p->model, q->model) != 0 || strcmp(p->instance, q->instance) != 0 ||
-            p->loaded_at_ms != q->loaded_at_ms || p->pid != q->pid)
-            return 0;
-    }
-    return 1;
-}
-
 /* format x, parse it back, compare; also the prefix and idempotence checks. */
 static void fz_roundtrip(const rsd_attr_set *x) {
     int m = rsdi_attr_format(x, fz_buf, RSD_STATE_MAX_FILE_BYTES), m2;
     fz_check(m > 0);
     fz_check(rsdi_attr_parse(fz_buf, (size_t)m, &fz_b) == RSD_OK);
-    fz_check(fz_same(x, &fz_b));
+    fz_check(attr_items_same(x, &fz_b));
     m2 = rsdi_attr_format(&fz_b, fz_buf2, RSD_STATE_MAX_FILE_BYTES);
     fz_check(m2 == m && memcmp(fz_buf, fz_buf2, (size_t)m) == 0);
     fz_check(rsdi_attr_parse(fz_buf, (size_t)m - 1, &fz_b) < 0 && fz_b.count == 0);
@@ -60,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         size_t need = fz_a.arena_used;
         (void)rsd_attr_set_init(&fz_b, fz_ids_b, 300);
         if (need <= 300) {
-            fz_check(rsdi_attr_parse((const char *)d, n, &fz_b) == RSD_OK && fz_same(&fz_a, &fz_b));
+            fz_check(rsdi_attr_parse((const char *)d, n, &fz_b) == RSD_OK && attr_items_same(&fz_a, &fz_b));
         } else {
             fz_check(rsdi_attr_parse((const char *)d, n, &fz_b) == RSD_ERR_TOO_LARGE);
             fz_check(fz_b.count == 0 && fz_b.over && fz_b.arena_used == need);

@@ -20,6 +20,7 @@
 #include "../residency.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include "../tests/lms_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -144,17 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             rsd_json_w_begin_array(&w);
             for (i = 0; i < c1.n_instances; i++) {
                 if (c1.instances[i].model != m) continue;
-                rsd_json_w_begin_object(&w);
-                rsd_json_w_key(&w, "id");
-                rsd_json_w_strn(&w, c1.instances[i].id.ptr, c1.instances[i].id.len);
-                rsd_json_w_key(&w, "config");
-                rsd_json_w_begin_object(&w);
-                if (c1.instances[i].context_length) {
-                    rsd_json_w_key(&w, "context_length");
-                    rsd_json_w_int(&w, c1.instances[i].context_length);
-                }
-                rsd_json_w_end_object(&w);
-                rsd_json_w_end_object(&w);
+                lms_w_instance(&w, c1.instances[i].id.ptr, c1.instances[i].id.len, c1.instances[i].context_length);
             }
             rsd_json_w_end_array(&w);
             rsd_json_w_end_object(&w);

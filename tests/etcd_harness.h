@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <poll.h>
+#include "http_req.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define ETCD_FN static __attribute__((unused))
@@ -202,9 +203,8 @@ ETCD_FN int etcd_post(const etcd_proc *p, const char *path, const char *body, ch
     rsd_http_client_desc cd;
     rsd_http_client *c;
     rsd_http_request q;
-    rsd_http_event ev;
     char u[160];
-    int status = -1;
+    int status;
     memset(&cd, 0, sizeof cd);
     cd.tls_off = true;
     if (!(c = rsd_http_client_create(&cd))) return -1;
@@ -215,14 +215,7 @@ ETCD_FN int etcd_post(const etcd_proc *p, const char *path, const char *body, ch
     q.body = body;
     q.body_len = strlen(body);
     q.total_timeout_ms = q.connect_timeout_ms = 5000;
-    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
-        status = ev.status;
-        if (buf && cap) {
-            size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-            memcpy(buf, ev.body.ptr, n);
-            buf[n] = '\0';
-        }
-    }
+    status = http_sync_into(c, &q, buf, cap);
     rsd_http_client_destroy(c);
     return status;
 }

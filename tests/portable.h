@@ -12,6 +12,8 @@
                                      wants backslashes)
        TP_DEVNULL                    "/dev/null" (Windows: "NUL"), for a command line
        tp_pclose_code(st)            a popen'ed program's exit code from pclose's status
+       tp_count_dir(path)            entries of a directory but those starting with '.';
+                                     -1 when it cannot be read (Windows: 0 when absent)
        tp_open_handles()             descriptors open in this process (Windows: handles),
                                      for leak checks; -1 when unknown (wine: always), so
                                      a leak check compares -1 with -1 there
@@ -125,19 +127,39 @@ TP_FN bool tp_runnable(const char *path) {
 #endif
 }
 
-TP_FN int tp_open_handles(void) {
+TP_FN int tp_count_dir(const char *path) {
 #if defined(_WIN32)
-    DWORD n = 0; /* wine answers 0: unknown (a live process always holds handles) */
-    return GetProcessHandleCount(GetCurrentProcess(), &n) && n > 0 ? (int)n : -1;
+    char pat[600];
+    WIN32_FIND_DATAA fd;
+    HANDLE h;
+    int n = 0;
+    snprintf(pat, sizeof pat, "%s\\*", path);
+    h = FindFirstFileA(pat, &fd);
+    if (h == INVALID_HANDLE_VALUE) return GetLastError() == ERROR_FILE_NOT_FOUND ? 0 : -1;
+    do
+        if (fd.cFileName[0] != '.') n++;
+    while (FindNextFileA(h, &fd));
+    FindClose(h);
+    return n;
 #else
-    DIR *d = opendir("/proc/self/fd");
+    DIR *d = opendir(path);
     struct dirent *e;
     int n = 0;
     if (!d) return -1;
     while ((e = readdir(d)) != NULL)
         if (e->d_name[0] != '.') n++;
     closedir(d);
-    return n - 1; /* the DIR's own descriptor */
+    return n;
+#endif
+}
+
+TP_FN int tp_open_handles(void) {
+#if defined(_WIN32)
+    DWORD n = 0; /* wine answers 0: unknown (a live process always holds handles) */
+    return GetProcessHandleCount(GetCurrentProcess(), &n) && n > 0 ? (int)n : -1;
+#else
+    int n = tp_count_dir("/proc/self/fd");
+    return n < 0 ? -1 : n - 1; /* the DIR's own descriptor */
 #endif
 }
 

@@ -154,6 +154,15 @@ SH_FN int64_t json_int(const char *key) {
     return v;
 }
 
+/* timings.<field> of the last answer (-1 when absent or not an integer). */
+SH_FN int64_t timing(const char *field) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v);
+    return v;
+}
+
 /* The /status entry of model id: a field as an integer (-1 when absent or null); "obj.field"
    reads a field of the entry's object obj (e.g. "kv_cache.saves"). */
 SH_FN int64_t status_field(const serve_proc *s, const char *id, const char *field) {
@@ -230,6 +239,37 @@ SH_FN void write_cfg(const char *path, const char *text) {
              SIM_BIN, text);
     write_file(path, full);
 }
+
+/* An INI at path for rsd-serve over rsd-sim children (SIM_BIN run with args): the global
+   lines, then the [model] sections in models, where "@/x.gguf" names DIR/m/x.gguf, made
+   here as an empty file: rsd-serve checks that a model file is readable before it starts
+   one (rsd-sim reads its options from the name: "@/broken.gguf,fail=1"). */
+SH_FN void write_sim_ini(const char *path, const char *args, int max_models, const char *globals,
+                         const char *models) {
+    char text[8192], mdir[192], body[4096];
+    const char *p;
+    size_t n = 0;
+    make_dir();
+    snprintf(mdir, sizeof mdir, "%s/m", g_dir);
+    (void)mkdir(mdir, 0700);
+    for (p = models; *p && n + sizeof mdir < sizeof body; p++) {
+        if (p[0] == '@' && p[1] == '/') {
+            const char *e = strchr(p, '\n');
+            char file[384];
+            size_t k = e ? (size_t)(e - p - 1) : strlen(p + 1);
+            snprintf(file, sizeof file, "%s%.*s", mdir, (int)k, p + 1);
+            write_file(file, "");
+            n += (size_t)snprintf(body + n, sizeof body - n, "%s", mdir);
+            continue;
+        }
+        body[n++] = *p;
+    }
+    body[n] = 0;
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n%s\n%s",
+             max_models, SIM_BIN, args, globals, body);
+    write_file(path, text);
+}
 #endif
 
 /* An empty model file g_dir/NAME.gguf (rsd-serve checks it is readable); its path, valid
@@ -264,6 +304,21 @@ SH_FN int dir_files(const char *dir, const char *ext, bool *all_0600, char *firs
     }
     closedir(d);
     return n;
+}
+
+/* The unified binary's spelling (`llama serve`) for server: a wrapper DIR/my bin/llama (a
+   directory with a blank), its path into out, that takes the subcommand serve and execs
+   server with the rest (any other: exit 2). 0, or -1 when it cannot be written. */
+SH_FN int llama_wrapper(const char *dir, const char *server, char *out, size_t cap) {
+    char bindir[768], text[4096 + 256];
+    snprintf(bindir, sizeof bindir, "%s/my bin", dir);
+    (void)mkdir(bindir, 0700);
+    snprintf(out, cap, "%s/my bin/llama", dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
+             "shift\nexec '%s' \"$@\"\n", server);
+    if (write_file(out, text) != 0) return -1;
+    return chmod(out, 0700);
 }
 
 /* A raw loopback connection (for streaming and disconnects). */
@@ -389,6 +444,28 @@ SH_FN bool wait_field(const serve_proc *s, const char *id, const char *field, in
     w.field = field;
     w.want = want;
     return wait_until(s, field_is, &w, 30000);
+}
+
+/* /status models[id].kv_cache.<field> (-1 when absent); wait_kv awaits a value (bounded: 30 s). */
+SH_FN int64_t kv_field(const serve_proc *s, const char *id, const char *field) {
+    char f[64];
+    snprintf(f, sizeof f, "kv_cache.%s", field);
+    return status_field(s, id, f);
+}
+SH_FN bool wait_kv(const serve_proc *s, const char *id, const char *field, int64_t want) {
+    char f[64];
+    snprintf(f, sizeof f, "kv_cache.%s", field);
+    return wait_field(s, id, f, want);
+}
+
+/* The counter `field` of the first model in GET /_rsd/affinity (-1 = absent). */
+SH_FN int64_t aff_field(const serve_proc *s, const char *field) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_at(&d, rsd_json_find(&d, 0, "models"), 0), field), &v);
+    return v;
 }
 
 /* /status: model id's memory.<fig>.<field> (fig "" = memory.<field>): an integer (-1

@@ -8,6 +8,7 @@
 #ifndef RSD_TESTS_SIM_HARNESS_H
 #define RSD_TESTS_SIM_HARNESS_H
 #include "listen_proc.h"
+#include "http_req.h"
 
 typedef listen_proc sim_proc;
 
@@ -49,22 +50,14 @@ static void sim_stop(sim_proc *s) { (void)listen_proc_stop(s); }
 static int sim_get(const sim_proc *s, const char *path, const char *bearer, char *buf, size_t cap) {
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_request q;
-    rsd_http_event ev;
     char url[160];
-    int status = -1;
+    int status;
     if (!c) return -1;
     snprintf(url, sizeof url, "%s%s", s->url, path);
     memset(&q, 0, sizeof q);
     q.url = url;
     q.bearer_token = bearer;
-    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
-        status = ev.status;
-        if (buf && cap) {
-            size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-            memcpy(buf, ev.body.ptr, n);
-            buf[n] = '\0';
-        }
-    }
+    status = http_sync_into(c, &q, buf, cap);
     rsd_http_client_destroy(c);
     return status;
 }

@@ -27,6 +27,7 @@
 #define SIM_RUNTIME "router"
 #include "sim_harness.h"
 #include "ensure_step.h"
+#include "http_req.h"
 
 static int is_list(const log_entry *e) {
     return !strcmp(e->method, "GET") && (!strcmp(e->path, "/v1/models") || !strcmp(e->path, "/models"));
@@ -1375,12 +1376,7 @@ static int sim_chat(const sim_proc *s, const char *model) {
     if (!c) return -1;
     snprintf(url, sizeof url, "%s/v1/chat/completions", s->url);
     snprintf(body, sizeof body, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}", model);
-    memset(&q, 0, sizeof q);
-    q.method = "POST";
-    q.url = url;
-    q.content_type = "application/json";
-    q.body = body;
-    q.body_len = strlen(body);
+    json_post(&q, url, body);
     if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) status = ev.status;
     rsd_http_client_destroy(c);
     return status;

@@ -24,39 +24,20 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <unistd.h>
-
-#include "listen_proc.h"
 
 #define SERVE_BIN "build/bin/rsd-serve"
 #define SIM_BIN "build/bin/rsd-sim"
+#include "serve_harness.h" /* g_dir, write_file, raw_connect */
+#include "http_req.h"
 
 enum {
     SERVE_CONNS = 64,   /* rsd-serve's downstream connection table */
     HOSTILE = SERVE_CONNS + 4
 };
-
-static char g_dir[128];
-
-static int write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    fputs(text, f);
-    return fclose(f);
-}
-
-static int raw_connect(int port) {
-    struct sockaddr_in a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
-    return fd;
-}
 
 /* How many of these sockets the server has closed (EOF or reset waiting). */
 static int count_closed(const int *fds, int n) {
@@ -130,12 +111,7 @@ static void test_serve_slow_bodies(void) {
     c = rsd_http_client_create(NULL);
     REQUIRE(c);
     snprintf(url, sizeof url, "%s/v1/chat/completions", lp.url);
-    memset(&q, 0, sizeof q);
-    q.method = "POST";
-    q.url = url;
-    q.content_type = "application/json";
-    q.body = body;
-    q.body_len = strlen(body);
+    json_post(&q, url, body);
     q.total_timeout_ms = 30000;
     t0 = now_ms();
     rc = rsd_http_request_sync(c, &q, &ev);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lms_scan_ref.h"
+#include "lms_json.h"
 
 /* ---- generated catalogs ------------------------------------------------------------- */
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -71,15 +72,7 @@ static size_t gen_catalog(int n_entries, int n_keys, int inst_per_entry) {
             else if (how == 1) snprintf(iid, sizeof iid, "m%d", (int)rnd((uint32_t)n_keys)); /* another key */
             else snprintf(iid, sizeof iid, "m%d:%d", key, 2 + (int)rnd(3));
             pool_add(iid);
-            rsd_json_w_begin_object(&w);
-            rsd_json_w_key(&w, "id");
-            rsd_json_w_str(&w, iid);
-            rsd_json_w_key(&w, "config");
-            rsd_json_w_begin_object(&w);
-            rsd_json_w_key(&w, "context_length");
-            rsd_json_w_int(&w, 4096 * (1 + (int)rnd(8)));
-            rsd_json_w_end_object(&w);
-            rsd_json_w_end_object(&w);
+            lms_w_instance(&w, iid, strlen(iid), 4096 * (1 + (int)rnd(8)));
         }
         rsd_json_w_end_array(&w);
         rsd_json_w_end_object(&w);

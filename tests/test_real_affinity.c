@@ -45,15 +45,6 @@ static int64_t body_int(const char *obj, const char *key) {
     return v;
 }
 
-static int64_t aff_field(const serve_proc *s, const char *field) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_at(&d, rsd_json_find(&d, 0, "models"), 0), field), &v);
-    return v;
-}
-
 /* Turn t of session who: its history (fixed assistant answers) and a new question. */
 static const char *turn(const char *who, int t) {
     static char b[8192];

@@ -52,28 +52,6 @@ static const char *kv_chat(const char *model, int reps, bool next) {
     return b;
 }
 
-/* timings.<field> of the last answer (g_body), -1 when absent. */
-static int64_t timing(const char *field) {
-    static rsd_json_tok toks[4096];
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), toks, 4096) <= 0) return -1;
-    if (rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v) != RSD_OK) return -1;
-    return v;
-}
-
-/* /status models[id].kv_cache.<field>, -1 when absent; waiting for one (30 s at most). */
-static int64_t kv_field(const serve_proc *s, const char *id, const char *field) {
-    char f[64];
-    snprintf(f, sizeof f, "kv_cache.%s", field);
-    return status_field(s, id, f);
-}
-static bool wait_kv(const serve_proc *s, const char *id, const char *field, int64_t want) {
-    char f[64];
-    snprintf(f, sizeof f, "kv_cache.%s", field);
-    return wait_field(s, id, f, want);
-}
-
 static char g_kv[700]; /* the kv_cache_dir of the test running */
 
 /* Files in g_kv ending in ext (dir_files). */
@@ -91,6 +69,17 @@ static int kv_start(serve_proc *s, const char *name, int ctx, const char *global
              "[model a]\nmodel = @/tiny-a.gguf\nctx = %d\nparallel = 2\n"
              "[model b]\nmodel = @/tiny-b.gguf\nctx = 256\n", ctx);
     return real_serve_start(s, name, glob, models);
+}
+
+/* model's next turn (kv_chat with next) after its first one (first_n prompt tokens) was
+   saved, swapped out and restored: the cache holds the first turn, so only the new
+   turn's tokens are processed. what names the line printed. */
+static void check_next_turn(const serve_proc *s, const char *model, const char *what, int64_t first_n) {
+    CHECK_EQ_INT(http(s, "POST", "/v1/chat/completions", kv_chat(model, 40, true)), 200);
+    printf("  %s: prompt_n %lld cache_n %lld (first turn %lld)\n", what, (long long)timing("prompt_n"),
+           (long long)timing("cache_n"), (long long)first_n);
+    CHECK(timing("cache_n") >= first_n - 8);
+    CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40); /* the new turn's tokens, not the prompt */
 }
 
 /* a's first turn, then b (a is evicted: its slot saved), and a's next turn: restored,
@@ -113,11 +102,7 @@ static void test_real_kv_evict_restore(void) {
     CHECK_EQ_INT(kv_files(".meta", &modes, NULL, 0), 1);
     CHECK(modes);
     CHECK(log_has(&s, "a: kv cache: 1 slot(s) saved"));
-    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, true)), 200);
-    printf("  next turn after the swap: prompt_n %lld cache_n %lld (first turn %lld)\n", (long long)timing("prompt_n"),
-           (long long)timing("cache_n"), (long long)first_n);
-    CHECK(timing("cache_n") >= first_n - 8);
-    CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40); /* the new turn's tokens, not the prompt */
+    check_next_turn(&s, "a", "next turn after the swap", first_n);
     CHECK_EQ_INT(kv_field(&s, "a", "restores"), 1);
     CHECK_EQ_INT(kv_field(&s, "a", "misses"), 0);
     CHECK_EQ_INT(kv_field(&s, "a", "saved_slots"), 0); /* a restored file is in the child now */
@@ -306,6 +291,29 @@ static bool router_status_is(const serve_proc *v, const char *model, const char 
     return false;
 }
 
+/* A real router, one model at a time, over DIR/<tag>-models (it lists a directory: tiny-a
+   and tiny-b linked there, two models only), saving slots into sdir = DIR/<tag>-slots;
+   v talks to it. 0, or -1 when a step fails. */
+static int router_start(real_server *r, serve_proc *v, const char *tag, char *sdir, size_t cap) {
+    char mdir[700], p[800], f[800];
+    const char *args[] = {"--models-dir", mdir, "--models-max", "1", "-t", "1", "-c", "2048", "-np", "1",
+                          "--slot-save-path", sdir, NULL};
+    const char *const names[2] = {"tiny-a", "tiny-b"};
+    int i;
+    snprintf(mdir, sizeof mdir, "%s/%s-models", g_models, tag);
+    snprintf(sdir, cap, "%s/%s-slots", g_models, tag);
+    if (mkdir(mdir, 0700) != 0 || mkdir(sdir, 0700) != 0) return -1;
+    for (i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s.gguf", g_models, names[i]);
+        snprintf(f, sizeof f, "%s/%s.gguf", mdir, names[i]);
+        if (link(p, f) != 0) return -1;
+    }
+    if (real_start(r, g_bin, g_models, args, 60000) != 0) return -1;
+    memset(v, 0, sizeof *v);
+    snprintf(v->url, sizeof v->url, "%s", r->url);
+    return 0;
+}
+
 /* Issue 27 part 5, the evidence: the llama.cpp router passes /slots/N?action=save and
    restore to the child of the model its JSON body names (a model= in the query is not
    read for a POST: printed, not checked), the file lands in the child's
@@ -314,24 +322,11 @@ static bool router_status_is(const serve_proc *v, const char *model, const char 
 static void test_real_kv_router_passes_slots(void) {
     real_server r;
     serve_proc v;
-    char mdir[700], sdir[700], p[800], q[800];
-    const char *args[] = {"--models-dir", mdir, "--models-max", "1", "-t", "1", "-c", "2048", "-np", "1",
-                          "--slot-save-path", sdir, NULL};
-    const char *const names[2] = {"tiny-a", "tiny-b"};
+    char sdir[700], p[800];
     int64_t first_n, saved;
     long long end;
-    int i, st;
-    snprintf(mdir, sizeof mdir, "%s/router-models", g_models); /* the router lists a directory: two models only */
-    snprintf(sdir, sizeof sdir, "%s/router-slots", g_models);
-    REQUIRE(mkdir(mdir, 0700) == 0 && mkdir(sdir, 0700) == 0);
-    for (i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/%s.gguf", g_models, names[i]);
-        snprintf(q, sizeof q, "%s/%s.gguf", mdir, names[i]);
-        REQUIRE(link(p, q) == 0);
-    }
-    REQUIRE(real_start(&r, g_bin, g_models, args, 60000) == 0);
-    memset(&v, 0, sizeof v);
-    snprintf(v.url, sizeof v.url, "%s", r.url);
+    int st;
+    REQUIRE(router_start(&r, &v, "router", sdir, sizeof sdir) == 0);
     CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, false)), 200);
     first_n = timing("prompt_n");
     st = http(&v, "POST", "/slots/0?action=save&model=tiny-a", "{\"filename\":\"q.bin\"}");
@@ -348,11 +343,7 @@ static void test_real_kv_router_passes_slots(void) {
     CHECK_EQ_INT(http(&v, "POST", "/slots/0?action=restore", "{\"filename\":\"r.bin\",\"model\":\"tiny-a\"}"), 200);
     CHECK_EQ_INT(top_int("n_restored"), saved);
     CHECK(router_status_is(&v, "tiny-a", "loaded"));
-    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, true)), 200);
-    printf("  router, next turn after save, swap, restore: prompt_n %lld cache_n %lld (first turn %lld)\n",
-           (long long)timing("prompt_n"), (long long)timing("cache_n"), (long long)first_n);
-    CHECK(timing("cache_n") >= first_n - 8);
-    CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40);
+    check_next_turn(&v, "tiny-a", "router, next turn after save, swap, restore", first_n);
     CHECK(real_stop(&r) >= 0);
 }
 
@@ -367,25 +358,12 @@ static void test_real_kv_ensurer_router(void) {
     rsd_ensurer *e;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    char mdir[700], sdir[700], p[800], f[800];
-    const char *args[] = {"--models-dir", mdir, "--models-max", "1", "-t", "1", "-c", "2048", "-np", "1",
-                          "--slot-save-path", sdir, NULL};
-    const char *const names[2] = {"tiny-a", "tiny-b"};
+    char sdir[700];
     int64_t first_n;
-    int i, files = 0;
+    int files = 0;
     DIR *dd;
     struct dirent *de;
-    snprintf(mdir, sizeof mdir, "%s/ens-models", g_models);
-    snprintf(sdir, sizeof sdir, "%s/ens-slots", g_models);
-    REQUIRE(mkdir(mdir, 0700) == 0 && mkdir(sdir, 0700) == 0);
-    for (i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/%s.gguf", g_models, names[i]);
-        snprintf(f, sizeof f, "%s/%s.gguf", mdir, names[i]);
-        REQUIRE(link(p, f) == 0);
-    }
-    REQUIRE(real_start(&r, g_bin, g_models, args, 60000) == 0);
-    memset(&v, 0, sizeof v);
-    snprintf(v.url, sizeof v.url, "%s", r.url);
+    REQUIRE(router_start(&r, &v, "ens", sdir, sizeof sdir) == 0);
     memset(&d, 0, sizeof d);
     d.no_state = true;
     d.ignore_env = true;
@@ -413,11 +391,7 @@ static void test_real_kv_ensurer_router(void) {
     q.model = "tiny-a";
     CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.kv_restored, 1);
-    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, true)), 200);
-    printf("  ensurer kv_slots around a router swap: next turn prompt_n %lld cache_n %lld (first turn %lld)\n",
-           (long long)timing("prompt_n"), (long long)timing("cache_n"), (long long)first_n);
-    CHECK(timing("cache_n") >= first_n - 8);
-    CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40);
+    check_next_turn(&v, "tiny-a", "ensurer kv_slots around a router swap: next turn", first_n);
     rsd_ensurer_destroy(e);
     CHECK(real_stop(&r) >= 0);
 }

@@ -290,16 +290,9 @@ static void test_real_meta_sse_cut(void) {
    llama-server, with the rest right after argv[0]; the child answers as ever. */
 static void test_real_unified_binary(void) {
     serve_proc s;
-    char dir[700], llama[800], path[700], text[4096];
+    char llama[800], path[700], text[4096];
     const char *args[] = {"--config", path, NULL};
-    snprintf(dir, sizeof dir, "%s/my bin", g_models);
-    (void)mkdir(dir, 0700);
-    snprintf(llama, sizeof llama, "%s/llama", dir);
-    snprintf(text, sizeof text,
-             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
-             "shift\nexec '%s' \"$@\"\n", g_bin);
-    REQUIRE(write_file(llama, text) == 0);
-    REQUIRE(chmod(llama, 0700) == 0);
+    REQUIRE(llama_wrapper(g_models, g_bin, llama, sizeof llama) == 0);
     snprintf(path, sizeof path, "%s/unified.ini", g_models);
     snprintf(text, sizeof text,
              "listen = 127.0.0.1:0\nllama_server = \"%s\" serve\nargs = -t 1\nstart_timeout = 60\nstop_grace = 5\n"

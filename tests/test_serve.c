@@ -520,32 +520,9 @@ static void test_body_model(void) {
 
 static const char *g_sim_args = "--runtime server --load-ms 20 --token-ms 40 --gen-ms 5";
 
-/* The model files the configurations name ("@/x.gguf" = <dir>/m/x.gguf) exist, empty:
-   rsd-serve checks that a model file is readable before it starts one (rsd-sim reads
-   its options from the name: "@/broken.gguf,fail=1"). */
+/* The models ("@/x.gguf" = <dir>/m/x.gguf, made empty) at path, g_sim_args for rsd-sim. */
 static void write_config(const char *path, int max_models, const char *models) {
-    char text[8192], mdir[192], body[4096];
-    const char *p;
-    size_t n = 0;
-    snprintf(mdir, sizeof mdir, "%s/m", g_dir);
-    (void)mkdir(mdir, 0700);
-    for (p = models; *p && n + sizeof mdir < sizeof body; p++) {
-        if (p[0] == '@' && p[1] == '/') {
-            const char *e = strchr(p, '\n');
-            char file[384];
-            size_t k = e ? (size_t)(e - p - 1) : strlen(p + 1);
-            snprintf(file, sizeof file, "%s%.*s", mdir, (int)k, p + 1);
-            write_file(file, "");
-            n += (size_t)snprintf(body + n, sizeof body - n, "%s", mdir);
-            continue;
-        }
-        body[n++] = *p;
-    }
-    body[n] = 0;
-    snprintf(text, sizeof text,
-             "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n\n%s",
-             max_models, SIM_BIN, g_sim_args, body);
-    write_file(path, text);
+    write_sim_ini(path, g_sim_args, max_models, "", models);
 }
 
 /* The main scenario: three simulated models, at most two resident. */
@@ -1394,14 +1371,7 @@ static void test_serve_unified_binary(void) {
     const char *check[] = {SERVE_BIN, "--config", path, "--check", NULL};
     make_dir();
     REQUIRE(realpath(SIM_BIN, sim) != NULL);
-    snprintf(bindir, sizeof bindir, "%s/my bin", g_dir);
-    (void)mkdir(bindir, 0700);
-    snprintf(llama, sizeof llama, "%s/llama", bindir);
-    snprintf(text, sizeof text,
-             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
-             "shift\nexec '%s' \"$@\"\n", sim);
-    write_file(llama, text);
-    REQUIRE(chmod(llama, 0700) == 0);
+    REQUIRE(llama_wrapper(g_dir, sim, llama, sizeof llama) == 0);
     snprintf(path, sizeof path, "%s/unified.ini", g_dir);
     snprintf(text, sizeof text,
              "listen = 127.0.0.1:0\nmax_models = 1\nllama_server = \"%s\" serve\n"
@@ -1440,6 +1410,7 @@ static void test_serve_unified_binary(void) {
     CHECK(strstr(out, want) != NULL);
     if (!strstr(out, want)) printf("  got: %s\n", out);
     (void)unlink(llama);
+    snprintf(bindir, sizeof bindir, "%s/my bin", g_dir);
     (void)rmdir(bindir);
 }
 

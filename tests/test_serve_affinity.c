@@ -285,25 +285,6 @@ static bool raw_wait(int fd, const char *until, char *acc, size_t cap) {
 
 /* ---- loopback, rsd-sim children ---------------------------------------------------- */
 
-/* The counter `field` of model id in GET /_rsd/affinity (-1 = absent). */
-static int64_t aff_field(const serve_proc *s, const char *field) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_at(&d, rsd_json_find(&d, 0, "models"), 0), field), &v);
-    return v;
-}
-
-/* timings.<field> of the last answer in g_body (-1 = none). */
-static int64_t timing(const char *field) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v);
-    return v;
-}
-
 /* A chat history: turn t of session `who` (its previous turns, the sim's answers, and
    a new user message), with prompt_cache_key when keyed. */
 static const char *session_body(const char *model, const char *who, int turns, bool keyed) {
@@ -688,20 +669,6 @@ static void test_serve_lease(void) {
 }
 
 /* ---- the ensurer's free request: rsd-serve's own lease ------------------------------- */
-/* Runs what e has begun to its end with the step API (poll between steps). */
-static int step_to_end(rsd_ensurer *e, rsd_ensure_result *res) {
-    int rc;
-    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING) {
-        rsd_pollfd fds[8];
-        int n = rsd_ensurer_pollfds(e, fds, 8);
-        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
-        int t = dl == RSD_NO_DEADLINE ? 1000 : dl > now ? (int)(dl - now) : 0;
-        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), t > 1000 ? 1000 : t);
-    }
-    rsd_ensurer_query(e, res);
-    return rc;
-}
-
 static int free_req(rsd_ensurer *e, const char *url, uint64_t bytes, uint32_t ttl_ms, rsd_ensure_result *res) {
     rsd_ensure_req q;
     memset(&q, 0, sizeof q);
@@ -712,7 +679,7 @@ static int free_req(rsd_ensurer *e, const char *url, uint64_t bytes, uint32_t tt
         rsd_ensurer_query(e, res);
         return res->result;
     }
-    return step_to_end(e, res);
+    return ensure_to_end(e, res);
 }
 
 static rsd_ensurer *lease_ensurer(void) {
@@ -787,7 +754,7 @@ static void test_ensure_serve_lease(void) {
     q.url = s.url;
     CHECK_EQ_INT(rsd_ensurer_lease_return_begin(e, &q, id2, rsd_now_ms()), RSD_OK);
     CHECK_EQ_INT(rsd_ensurer_lease_return_begin(e, &q, id2, rsd_now_ms()), RSD_ERR_STATE); /* one at a time */
-    CHECK_EQ_INT(step_to_end(e, &res), RSD_OK);
+    CHECK_EQ_INT(ensure_to_end(e, &res), RSD_OK);
     CHECK_EQ_INT(res.restored, 1);
     CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "a") == 0 && res.evicted[0].restored);
     CHECK(strstr(res.message, "1 stopped model(s) start again") != NULL);
@@ -872,7 +839,7 @@ static void test_ensure_serve_lease_not_ready(void) {
     q.free_bytes = (uint64_t)1 << 30;
     q.timeout_ms = 1000;
     REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
-    CHECK_EQ_INT(step_to_end(e, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(ensure_to_end(e, &res), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strncmp(res.lease_id, "rsd-serve:", 10) == 0);
     CHECK(strstr(res.message, "not ready within") != NULL);

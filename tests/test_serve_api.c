@@ -47,30 +47,9 @@ static const char *g_sim_args = "--runtime server --load-ms 20 --gen-ms 5";
    becomes an empty file in DIR/m). */
 static void write_ini(char *path, size_t cap, const char *name, int max_models, const char *globals,
                       const char *models) {
-    char text[8192], mdir[192], body[4096];
-    const char *p;
-    size_t n = 0;
     make_dir();
     snprintf(path, cap, "%s/%s.ini", g_dir, name);
-    snprintf(mdir, sizeof mdir, "%s/m", g_dir);
-    (void)mkdir(mdir, 0700);
-    for (p = models; *p && n + sizeof mdir < sizeof body; p++) {
-        if (p[0] == '@' && p[1] == '/') {
-            const char *e = strchr(p, '\n');
-            char file[384];
-            size_t k = e ? (size_t)(e - p - 1) : strlen(p + 1); /* rsd-sim reads ",fail=1" from the path */
-            snprintf(file, sizeof file, "%s%.*s", mdir, (int)k, p + 1);
-            write_file(file, "");
-            n += (size_t)snprintf(body + n, sizeof body - n, "%s", mdir);
-            continue;
-        }
-        body[n++] = *p;
-    }
-    body[n] = 0;
-    snprintf(text, sizeof text,
-             "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n%s\n%s",
-             max_models, SIM_BIN, g_sim_args, globals, body);
-    write_file(path, text);
+    write_sim_ini(path, g_sim_args, max_models, globals, models);
 }
 
 /* One request on its own connection (Connection: close), headers given as lines

@@ -681,14 +681,7 @@ static void test_ensure_lease_device(void) {
     q.free_bytes = (uint64_t)4 << 30;
     q.timeout_ms = 4000;
     REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
-    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING) {
-        rsd_pollfd fds[8];
-        int n = rsd_ensurer_pollfds(e, fds, 8);
-        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
-        int t = dl == RSD_NO_DEADLINE ? 1000 : dl > now ? (int)(dl - now) : 0;
-        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), t > 1000 ? 1000 : t);
-    }
-    rsd_ensurer_query(e, &res);
+    rc = ensure_to_end(e, &res);
     CHECK_EQ_INT(rc, RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(res.message, "not ready within") != NULL);

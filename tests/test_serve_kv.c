@@ -201,25 +201,6 @@ static void test_sim_save_restore(void) {
 /* ---- rsd-serve with rsd-sim children ------------------------------------------------ */
 static char g_kv[400];
 
-static int64_t timing(const char *field) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v);
-    return v;
-}
-
-/* /status models[id].kv_cache.<field>, -1 when absent; waiting for one (30 s at most). */
-static int64_t kv_field(const serve_proc *s, const char *id, const char *field) {
-    char f[64];
-    snprintf(f, sizeof f, "kv_cache.%s", field);
-    return status_field(s, id, f);
-}
-static bool wait_kv(const serve_proc *s, const char *id, const char *field, int64_t want) {
-    char f[64];
-    snprintf(f, sizeof f, "kv_cache.%s", field);
-    return wait_field(s, id, f, want);
-}
 static bool log_is(const serve_proc *s, const void *needle) { return log_has(s, (const char *)needle); }
 
 /* Files in g_kv ending in ext (dir_files). */

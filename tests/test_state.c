@@ -11,7 +11,6 @@
 #include <process.h> /* getpid */
 #define O_STATE_FILE (O_WRONLY | O_CREAT | O_TRUNC | O_BINARY)
 #else
-#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #define O_STATE_FILE (O_WRONLY | O_CREAT | O_TRUNC)
@@ -32,35 +31,6 @@ static void log_fn(void *user, int level, uint32_t item, const char *msg, const 
 }
 
 static void rm_rf(const char *path) { tp_remove_tree(path); }
-
-#if defined(_WIN32) /* files in a directory, by FindFirstFileA */
-static int count_dir(const char *path) {
-    char pat[600];
-    WIN32_FIND_DATAA fd;
-    HANDLE h;
-    int n = 0;
-    snprintf(pat, sizeof pat, "%s\\*", path);
-    h = FindFirstFileA(pat, &fd);
-    if (h == INVALID_HANDLE_VALUE) return GetLastError() == ERROR_FILE_NOT_FOUND ? 0 : -1;
-    do
-        if (fd.cFileName[0] != '.') n++;
-    while (FindNextFileA(h, &fd));
-    FindClose(h);
-    return n;
-}
-#else
-static int count_dir(const char *path) {
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
-}
-
-#endif
 
 /* Open descriptors (Windows: handles) of this process. */
 static int count_fds(void) { return tp_open_handles(); }
@@ -699,7 +669,7 @@ static void test_lock_hook(void) {
     CHECK_EQ_INT(h.tries, 3);
     CHECK_EQ_STR(h.last_key, KEY);
     snprintf(p, sizeof p, "%s/locks", tmp);
-    CHECK_EQ_INT(count_dir(p), 0); /* flock never used: no lock file */
+    CHECK_EQ_INT(tp_count_dir(p), 0); /* flock never used: no lock file */
     CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_ERR_NOT_FOUND);
     rsd_state_unlock(st, &lk);
     CHECK_EQ_INT(h.unlocks, 1);
@@ -1309,15 +1279,7 @@ static void put_attr(rsd_attr_set *s, const char *model, const char *inst, uint6
 
 /* The same entries (ids and numbers) and flags. */
 static int same_set(const rsd_attr_set *x, const rsd_attr_set *y) {
-    size_t i;
-    if (x->count != y->count || x->corrupt != y->corrupt || x->reset != y->reset || x->over != y->over) return 0;
-    for (i = 0; i < x->count; i++) {
-        const rsd_attr *p = &x->items[i], *q = &y->items[i];
-        if (strcmp(p->model, q->model) != 0 || strcmp(p->instance, q->instance) != 0 ||
-            p->loaded_at_ms != q->loaded_at_ms || p->pid != q->pid)
-            return 0;
-    }
-    return 1;
+    return x->corrupt == y->corrupt && x->reset == y->reset && x->over == y->over && attr_items_same(x, y);
 }
 
 /* The largest valid record into s: RSD_STATE_MAX_ATTR entries, both ids of the longest
