@@ -3300,20 +3300,11 @@ typedef struct rsd_server_error {
 RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,
                                    rsd_json_tok *toks, uint32_t cap);
 
-/* Parse GET /api/ps into a neutral listing (every entry LOADED). RSD_OK or <0. */
-RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
-                                  rsd_listing *out);
-/* Normalise a model name to the form /api/ps lists ("llama3.2" -> "llama3.2:latest"). */
-RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap);
-
 /* GET /api/version. */
 typedef struct rsd_ollama_version {
     char text[64];                /* "0.12.6" (truncated), "" if absent */
     int major, minor, patch;      /* -1 where the text has no such number */
 } rsd_ollama_version;
-/* Parse {"version":"x.y.z"}: RSD_OK, RSD_ERR_JSON_TYPE (no version string), <0. */
-RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, size_t len,
-                                     rsd_json_tok *toks, uint32_t cap);
 
 /* done_reason of a /api/generate reply. */
 typedef enum rsd_ollama_done {
@@ -3332,9 +3323,6 @@ typedef struct rsd_ollama_reply {
     rsd_ollama_done reason;       /* "done_reason" */
     rsd_server_error error;       /* "error" member, if any */
 } rsd_ollama_reply;
-/* Parse a /api/generate reply: RSD_OK, RSD_ERR_SERVER_ERROR (error member), <0 bad body. */
-RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, size_t len,
-                                      rsd_json_tok *toks, uint32_t cap);
 
 /* Load request options; zeroed = {"model":m,"stream":false} only. */
 typedef struct rsd_ollama_load_opts {
@@ -3342,10 +3330,24 @@ typedef struct rsd_ollama_load_opts {
     int64_t keep_alive_s;         /* seconds; < 0 = forever (what chats send) */
     uint32_t num_ctx;             /* options.num_ctx; 0 = omit (a different value reloads) */
 } rsd_ollama_load_opts;
+
+#ifndef RSD_NO_OLLAMA /* compiled out: no declarations (RSD_STATIC would warn of them) */
+/* Parse GET /api/ps into a neutral listing (every entry LOADED). RSD_OK or <0. */
+RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
+                                  rsd_listing *out);
+/* Normalise a model name to the form /api/ps lists ("llama3.2" -> "llama3.2:latest"). */
+RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap);
+/* Parse {"version":"x.y.z"}: RSD_OK, RSD_ERR_JSON_TYPE (no version string), <0. */
+RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, size_t len,
+                                     rsd_json_tok *toks, uint32_t cap);
+/* Parse a /api/generate reply: RSD_OK, RSD_ERR_SERVER_ERROR (error member), <0 bad body. */
+RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, size_t len,
+                                      rsd_json_tok *toks, uint32_t cap);
 /* Write the load body for POST /api/generate into buf. Length or <0 (RSD_ERR_BUFFER). */
 RSD_API int rsd_ollama_load_body(char *buf, size_t cap, rsd_str model, const rsd_ollama_load_opts *opts);
 /* Write the unload body {"model":m,"keep_alive":0,"stream":false}. Length or <0. */
 RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model);
+#endif /* RSD_NO_OLLAMA */
 /* lmstudio */
 /* Manual: "payload: LM Studio" in the doc block at the top of this file. */
 enum {
@@ -3428,13 +3430,6 @@ typedef struct rsd_lms_catalog {
     uint8_t have[RSD_LMS_MAX_MODELS];
 } rsd_lms_catalog;
 
-/* Parse an LM Studio catalog, tier by shape. Models kept (>= 0) or <0. */
-RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
-                                 rsd_json_tok *toks, uint32_t cap);
-/* One tier-detection step: count, RSD_ERR_AUTH, or <0 = try the next tier. */
-RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tier, int status,
-                                          const char *body, size_t len, rsd_json_tok *toks,
-                                          uint32_t cap);
 
 /* Another server's listing, for LM Link peer detection. */
 typedef struct rsd_lms_peer {
@@ -3460,12 +3455,6 @@ typedef struct rsd_lms_resolution {
     uint32_t peer_mask;           /* bit p: peers[p] has wire_id loaded too */
 } rsd_lms_resolution;
 
-/* Resolve requested against a catalog. RSD_OK or RSD_ERR_ARG. */
-RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_str default_id,
-                            const rsd_lms_peer *peers, int n_peers, rsd_lms_resolution *out);
-/* Residents for rsd_decide: distinct keys with loaded instances. Count or <0. */
-RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_ids, int n_owned,
-                              rsd_resident *out, int cap);
 
 /* A load or unload reply. Treat arena fields as private. */
 typedef struct rsd_lms_reply {
@@ -3479,9 +3468,6 @@ typedef struct rsd_lms_reply {
     size_t arena_used;
     char arena[2 * RSD_MODEL_ID_MAX];
 } rsd_lms_reply;
-/* Parse a load/unload reply: RSD_OK, RSD_ERR_SERVER_ERROR, <0 bad body. */
-RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len,
-                                rsd_json_tok *toks, uint32_t cap);
 
 /* Tri-state for optional load booleans; zero = omit. */
 typedef enum rsd_lms_flag { RSD_LMS_FLAG_OMIT = 0, RSD_LMS_FLAG_TRUE, RSD_LMS_FLAG_FALSE } rsd_lms_flag;
@@ -3493,10 +3479,29 @@ typedef struct rsd_lms_load_opts {
     uint32_t num_experts;         /* 0 = omit */
     rsd_lms_flag offload_kv_cache_to_gpu;
 } rsd_lms_load_opts;
+
+#ifndef RSD_NO_LMSTUDIO /* compiled out: no declarations (RSD_STATIC would warn of them) */
+/* Parse an LM Studio catalog, tier by shape. Models kept (>= 0) or <0. */
+RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
+                                 rsd_json_tok *toks, uint32_t cap);
+/* One tier-detection step: count, RSD_ERR_AUTH, or <0 = try the next tier. */
+RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tier, int status,
+                                          const char *body, size_t len, rsd_json_tok *toks,
+                                          uint32_t cap);
+/* Resolve requested against a catalog. RSD_OK or RSD_ERR_ARG. */
+RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_str default_id,
+                            const rsd_lms_peer *peers, int n_peers, rsd_lms_resolution *out);
+/* Residents for rsd_decide: distinct keys with loaded instances. Count or <0. */
+RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_ids, int n_owned,
+                              rsd_resident *out, int cap);
+/* Parse a load/unload reply: RSD_OK, RSD_ERR_SERVER_ERROR, <0 bad body. */
+RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len,
+                                rsd_json_tok *toks, uint32_t cap);
 /* Write the load body (exact field order). Length or <0 (RSD_ERR_BUFFER). */
 RSD_API int rsd_lms_load_body(char *buf, size_t cap, rsd_str model_key, const rsd_lms_load_opts *opts);
 /* Write {"instance_id":id}. Length or <0. */
 RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id);
+#endif /* RSD_NO_LMSTUDIO */
 /* "0.4+", "0.3.x", "openai-compat", "none"; never NULL. */
 RSD_API const char *rsd_lms_tier_str(int tier);
 /* ==== payload end ========================================================= */

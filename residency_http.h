@@ -2482,6 +2482,7 @@ typedef struct rsd_http_server_info {
     uint64_t accept_pauses;  /* times the listener was paused (out of descriptors) */
 } rsd_http_server_info;
 
+#ifndef RSD_NO_HTTP_SERVER /* compiled out: no declarations (RSD_STATIC would warn of them) */
 /* Binds, listens and allocates every buffer; NULL on failure (logged with errno). */
 RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc);
 /* The bytes rsd_http_server_create(desc) allocates (its 3 blocks); 0 for a desc it refuses
@@ -2545,6 +2546,7 @@ RSD_API int rsd_http_stream_end_close(rsd_http_server *s, rsd_http_sreq_h h);
 RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
 /* The server's totals (counters). */
 RSD_API void rsd_http_server_query(const rsd_http_server *s, rsd_http_server_info *out);
+#endif /* RSD_NO_HTTP_SERVER */
 
 /* ==== http server end ===================================================== */
 

@@ -7,6 +7,7 @@ CC=$1; CXX=$2; CLANG=$3; CLANGXX=$4; TLS=$5; CWARN=$6; CXXWARN=$7
 # Each configuration is one job (build, link, run); the jobs are listed first, then run
 # JOBS (default 2) at a time: any failure fails the matrix.
 B=build/compile; set -e
+ALLNO="-DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC -DRSD_NO_DETECT -DRSD_NO_DEVMEM -DRSD_NO_GGUF -DRSD_NO_SERVE_LEASE -DRSD_NO_ENSURE_KV"
 n=0
 jobs=$B/jobs; : >$jobs
 job() { printf '%s\n' "$*" >>$jobs; }
@@ -69,6 +70,13 @@ for mc in x86_64-w64-mingw32-gcc x86_64-w64-mingw32-g++; do
   n=$((n + 1))
 done
 job "$CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static && ./$B/static"
+# RSD_STATIC with features compiled out: their declarations go too (a static declaration
+# never defined is a warning)
+i=0
+for f in -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_HTTP_SERVER "$ALLNO"; do
+  i=$((i + 1))
+  job "$CC -std=c99 $CWARN $f tests/compile/static_a.c tests/compile/static_b.c -o $B/static-no$i && ./$B/static-no$i"
+done
 job "$CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only && ./$B/core_only"
 job "$CC -std=c99 $CWARN -DRSD_NO_GGUF tests/compile/core_only.c -o $B/core_only_nogguf && ./$B/core_only_nogguf"
 tr '\n' '\0' <$jobs | xargs -0 -P "${JOBS:-2}" -n 1 sh -c
@@ -78,4 +86,4 @@ if $CC -std=c99 $CWARN -isystem tests/compile/no_cloexec -c tests/compile/impl.c
   echo "compile matrix: built without O_CLOEXEC (descriptors would leak into children)"; exit 1
 fi
 grep -q 'O_CLOEXEC' $B/no_cloexec.err || { cat $B/no_cloexec.err; exit 1; }
-echo "compile matrix: $n configurations + $nf feature-macro combinations (+ C++11) + static pair + core-only + no-O_CLOEXEC refusal: ok"
+echo "compile matrix: $n configurations + $nf feature-macro combinations (+ C++11) + static pair (also with features compiled out) + core-only + no-O_CLOEXEC refusal: ok"
