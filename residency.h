@@ -3688,6 +3688,12 @@ typedef struct rsd_reconcile_result {
    rsd_reconcile_init). */
 typedef struct rsd_reconcile rsd_reconcile;
 
+/* An instance this library owns on the target (persisted attribution). */
+typedef struct rsd_owned {
+    const char *model;                   /* model key */
+    const char *instance;                /* instance id */
+} rsd_owned;
+
 /* What a runtime hook sees of its reconcile, kept current by the machine for each hook
    call. A hook writes only url, body, made_instance, data and why; a load-first hook sets
    the result through rsd_reconcile_set_catalog, _set_model, _set_decision, _set_outcome
@@ -3701,6 +3707,11 @@ typedef struct rsd_runtime_ctx {
     const char *target_id;            /* the target as messages name it */
     const char *const *ours;          /* the ids this library loaded on the target (desc.ours, set_ours) */
     int n_ours;
+    const rsd_owned *owned;           /* the instances it loaded there (desc.owned, set_owned; a runtime
+                                         with RSD_RT_INSTANCES), kept current: a load's instance joins,
+                                         an unloaded one leaves */
+    int n_owned;
+    bool explicit_load;               /* desc.explicit_load */
     uint32_t context_length;          /* desc.context_length (0 = none asked); the clamped context of a
                                          LOAD of the keep is rsd_reconcile_plan(c->r)->load_context */
     const char *op_instance;          /* request of an UNLOAD: the victim's listed instance id, or "" */
@@ -3774,12 +3785,6 @@ enum {
     RSD_RT_LOAD_FIRST = 1u << 7   /* load the keep first; free room (free_room's instances) only when
                                      that load fails (the hooks catalog, gate, adopt, free_room) */
 };
-
-/* An instance this library owns on the target (persisted attribution). */
-typedef struct rsd_owned {
-    const char *model;                   /* model key */
-    const char *instance;                /* instance id */
-} rsd_owned;
 
 /* Everything a reconcile needs; zeroed fields are defaults, strings are copied. */
 /* A recorded last use of a model on a target (rsd_reconcile_desc.last_used). */
@@ -9412,13 +9417,12 @@ enum { RSDI_PIN_HERE = 0, RSDI_PIN_GONE, RSDI_PIN_RELOADED, RSDI_PIN_NO_ROOM, RS
 /* LM Studio's part of an rsd_reconcile (internal). */
 typedef struct rsd_lms_machine {
     /* every string below lives in the reconcile's id arena (rsd_reconcile.ids) */
-    int tier_try, ci, ui, n_cand, n_unload, evict_mark, n_before, n_owned, n_peers, n_peer_ids, n_made;
-    bool explicit_load, retried_plain;
+    int tier_try, ci, ui, n_cand, n_unload, evict_mark, n_before, n_peers, n_peer_ids, n_made;
+    bool retried_plain;
     rsd_lms_load_opts load;
     const char *default_model;
     char first_err[RSD_RECONCILE_TEXT_MAX];
-    const char *owned_model[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
-    rsd_str owned_inst[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    rsd_owned owned[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1]; /* cx.owned (cx.n_owned of them) */
     const char *made[RSD_LMS_MAX_EVICT + 1];              /* instance ids our loads made */
     rsd_str peer_ids[RSD_LMS_MAX_PEER_IDS];               /* the peers' instance ids, peer by peer */
     const char *cand[RSD_MAX_RESIDENTS];                  /* fallback keys in rank order */
@@ -10085,12 +10089,35 @@ RSDI_PRIVATE void rsdi_rc_served_ids(const rsd_reconcile *r, char *buf, size_t c
     if (l->n > 5) (void)RSD_SNPRINTF(buf + n, cap - n, " and %d more", l->n - 5);
 }
 
-/* Facts from r->snap, then the decision and the gate. */
+/* The facts' part the desc gives, the rest zeroed (a listing adds residents, the keep's other
+   names and tags, max_instances, and model_max_context and keep_bytes where the desc gave none). */
+RSDI_PRIVATE void rsdi_rc_desc_facts(rsd_reconcile *r) {
+    rsd_facts *f = &r->facts;
+    memset(f, 0, sizeof *f);
+    f->strategy = r->rt->strategy;
+    f->optout = r->optout;
+    f->target_id = rsd_str_c(r->target_id);
+    f->runtime_id = rsd_str_c(r->runtime_id);
+    f->keep = rsd_str_c(r->keep);
+    f->keep_pinned = r->keep_pinned;
+    f->protected_models = r->protected_models;
+    f->n_protected = r->n_protected;
+    f->context_length = r->cx.context_length;
+    f->model_max_context = r->ctx_max;
+    f->context_ceiling = r->ctx_ceiling;
+    f->kv_bytes_per_token = r->kv_per_token;
+    f->context_floor = r->ctx_floor;
+    f->free_bytes = r->free_bytes;
+    f->capacity_bytes = r->cap_bytes;
+    f->keep_bytes = r->keep_bytes;
+}
+
+/* Facts from the desc and r->snap, then the decision and the gate. */
 RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     rsd_facts *f = &r->facts;
     const rsd_listing *l = &r->snap;
     int i, k, n = 0, rc, ki;
-    memset(f, 0, sizeof *f);
+    rsdi_rc_desc_facts(r);
     for (i = 0; i < l->n; i++) {
         const rsd_listed_model *m = &l->models[i];
         rsd_resident *res;
@@ -10115,11 +10142,6 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
                 rsdi_names(rsd_str_c(rsdi_rc_row(r, r->last_id, k)), m->id, res->aliases, m->n_aliases))
                 res->last_used_ms = r->last_ms[k];
     }
-    f->strategy = r->rt->strategy;
-    f->optout = r->optout;
-    f->target_id = rsd_str_c(r->target_id);
-    f->runtime_id = rsd_str_c(r->runtime_id);
-    f->keep = rsd_str_c(r->keep);
     ki = rsd_listing_find(l, f->keep);
     r->keep_state = RSD_MODEL_UNKNOWN;
     if (ki >= 0) { /* the keep's tags and other names from its entry, any state */
@@ -10132,23 +10154,13 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         for (k = 0; k < m->n_aliases && f->n_keep_aliases < RSD_MAX_ALIASES; k++)
             if (!rsd_str_eq(al[k], f->keep)) f->keep_aliases[f->n_keep_aliases++] = al[k];
     }
-    f->keep_pinned = r->keep_pinned;
     f->residents = r->res;
     f->n_residents = n;
-    f->protected_models = r->protected_models;
-    f->n_protected = r->n_protected;
     f->max_instances = max_override ? max_override : r->unlimited ? (uint32_t)n + 1 : r->max_instances;
-    f->context_length = r->cx.context_length;
-    f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
-    f->context_ceiling = r->ctx_ceiling;
-    f->kv_bytes_per_token = r->kv_per_token;
-    f->context_floor = r->ctx_floor;
-    f->free_bytes = r->free_bytes;
-    f->capacity_bytes = r->cap_bytes;
-    f->keep_bytes = r->keep_bytes ? r->keep_bytes
-                  : ki < 0 ? 0
-                  : l->models[ki].has_size_vram ? l->models[ki].size_vram_bytes
-                  : l->models[ki].has_size ? l->models[ki].size_bytes : 0;
+    if (!f->model_max_context && ki >= 0) f->model_max_context = l->models[ki].max_context;
+    if (!f->keep_bytes && ki >= 0)
+        f->keep_bytes = l->models[ki].has_size_vram ? l->models[ki].size_vram_bytes
+                      : l->models[ki].has_size ? l->models[ki].size_bytes : 0;
     if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
     if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0 && !r->free_bytes)
         rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
@@ -10294,22 +10306,18 @@ RSDI_PRIVATE void rsdi_lf_degrade(rsd_reconcile *r, int err, const char *msg, ui
 
 /* Remember (model, inst) as owned for the rest of this reconcile. */
 RSDI_PRIVATE void rsdi_lf_own(rsd_reconcile *r, const char *model, const char *inst) {
-    rsd_lms_machine *m = r->lms;
-    const char *mk, *in;
-    if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
-    if (!(mk = rsdi_rc_idc(r, model)) || !(in = rsdi_rc_idc(r, inst))) return;
-    m->owned_model[m->n_owned] = mk;
-    m->owned_inst[m->n_owned++] = rsd_str_c(in);
+    rsd_owned *o = &r->lms->owned[r->cx.n_owned];
+    if (r->cx.n_owned >= (int)(sizeof r->lms->owned / sizeof r->lms->owned[0])) return;
+    if (!(o->model = rsdi_rc_idc(r, model)) || !(o->instance = rsdi_rc_idc(r, inst))) return;
+    r->cx.n_owned++;
 }
 
 RSDI_PRIVATE void rsdi_lf_disown(rsd_reconcile *r, const char *inst) {
-    rsd_lms_machine *m = r->lms;
+    rsd_owned *o = r->lms->owned;
     int i;
-    for (i = 0; i < m->n_owned; i++)
-        if (strcmp(m->owned_inst[i].ptr, inst) == 0) {
-            m->n_owned--;
-            m->owned_inst[i] = m->owned_inst[m->n_owned];
-            m->owned_model[i] = m->owned_model[m->n_owned];
+    for (i = 0; i < r->cx.n_owned; i++)
+        if (strcmp(o[i].instance, inst) == 0) {
+            o[i] = o[--r->cx.n_owned];
             return;
         }
 }
@@ -10779,17 +10787,15 @@ RSDI_PRIVATE int rsdi_rc_copy_ours(rsd_reconcile *r, const char *const *ours, in
    RSD_ERR_MODEL_ID for an id RSD_MODEL_ID_MAX or longer, RSD_ERR_TOO_LARGE when the id
    arena is full. */
 RSDI_PRIVATE int rsdi_rc_copy_owned(rsd_reconcile *r, const rsd_owned *owned, int n) {
-    rsd_lms_machine *m = r->lms;
-    const char *s;
     int i;
-    m->n_owned = 0;
-    for (i = 0; i < n && m->n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
+    r->cx.n_owned = 0;
+    for (i = 0; i < n && r->cx.n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
+        rsd_owned *o = &r->lms->owned[r->cx.n_owned];
         const char *mk = owned[i].model ? owned[i].model : "";
         if (!owned[i].instance || !owned[i].instance[0]) continue;
         if (strlen(mk) >= RSD_MODEL_ID_MAX || strlen(owned[i].instance) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
-        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, mk)) || !(s = rsdi_rc_idc(r, owned[i].instance)))
-            return RSD_ERR_TOO_LARGE;
-        m->owned_inst[m->n_owned++] = rsd_str_c(s);
+        if (!(o->model = rsdi_rc_idc(r, mk)) || !(o->instance = rsdi_rc_idc(r, owned[i].instance))) return RSD_ERR_TOO_LARGE;
+        r->cx.n_owned++;
     }
     return RSD_OK;
 }
@@ -10894,7 +10900,6 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     }
     if (r->lms) { /* else limits.runtime has no instances: desc.owned and desc.peers mean nothing */
         if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
-        r->lms->explicit_load = d->explicit_load;
         r->lms->load = d->load;
     }
     r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
@@ -10904,6 +10909,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->gen = d->has_generation ? d->generation : 0;
     r->commit_gen = r->gen;
     r->cx.context_length = d->context_length ? d->context_length : d->load.context_length;
+    r->cx.explicit_load = d->explicit_load;
     r->ctx_max = d->model_max_context;
     r->ctx_ceiling = d->context_ceiling;
     r->ctx_floor = d->context_floor;
@@ -11050,6 +11056,7 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, size_t size, const rsd_reconcil
     if (z.lms) {
         r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
         memset(r->lms, 0, sizeof *r->lms);
+        r->cx.owned = r->lms->owned;
     }
     {
         size_t one = rsdi_al8((size_t)z.models * sizeof(rsd_listed_model)) + rsdi_al8(z.arena);
@@ -11344,12 +11351,11 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
 }
 
 RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, int n) {
-    rsd_lms_machine *m;
     int i, k, c = 0, rc;
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
-    if (!(m = r->lms)) return RSD_OK; /* limits.runtime has no instances: nothing is owned by instance */
+    if (!r->lms) return RSD_OK; /* limits.runtime has no instances: nothing is owned by instance */
     for (i = 0; i < n; i++) {
         if (!owned[i].instance || !owned[i].instance[0]) continue;
         if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
@@ -11357,10 +11363,10 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
             return RSD_ERR_ARG;
         c++;
     }
-    same = c == m->n_owned; /* as sets of instance ids */
+    same = c == r->cx.n_owned; /* as sets of instance ids */
     for (i = 0; i < n && same; i++) {
         bool found = !owned[i].instance || !owned[i].instance[0];
-        for (k = 0; k < m->n_owned && !found; k++) found = strcmp(m->owned_inst[k].ptr, owned[i].instance) == 0;
+        for (k = 0; k < r->cx.n_owned && !found; k++) found = strcmp(r->lms->owned[k].instance, owned[i].instance) == 0;
         same = found;
     }
     if (same) return RSD_OK;
@@ -11374,7 +11380,9 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
 /* The gate's verdict after a listing: end, degrade, or load (first taking the lock when
    one is wanted and not held). */
 RSDI_PRIVATE void rsdi_lf_gate(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
-    int rc = r->rt->gate(&r->cx, under_lock);
+    int rc;
+    rsdi_rc_desc_facts(r); /* the hook adds its listing's part */
+    rc = r->rt->gate(&r->cx, under_lock);
     if (under_lock && rc >= 0) r->result.redecided = true; /* decided again on the listing under the lock */
     if (rc > 0) rsdi_rc_finish(r, now_ms);
     else if (rc < 0) rsdi_lf_degrade(r, rc, r->cx.why, now_ms);
@@ -12284,29 +12292,26 @@ RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
     return res;
 }
 
-/* Facts from the catalog, decide (JIT), copy the fallback keys. RSD_OK or <0. */
+/* The catalog's residents into r->res, ours by cx.owned: how many, or <0. */
+RSDI_PRIVATE int rsdi_lms_residents_of(rsd_reconcile *r) {
+    rsd_str ids[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    int i;
+    for (i = 0; i < r->cx.n_owned; i++) ids[i] = rsd_str_c(r->lms->owned[i].instance);
+    return rsd_lms_residents(r->lms->cat, ids, r->cx.n_owned, r->res, RSD_MAX_RESIDENTS);
+}
+
+/* The listing's part of the facts (the desc's is filled before the gate), decide (JIT),
+   copy the fallback keys. RSD_OK or <0. */
 RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
     rsd_lms_machine *m = r->lms;
     rsd_facts *f = &r->facts;
     int n, i, rc;
-    n = rsd_lms_residents(m->cat, m->owned_inst, m->n_owned, r->res, RSD_MAX_RESIDENTS);
-    if (n < 0) return n == RSD_ERR_BUFFER ? RSD_ERR_RESIDENTS_LIMIT : n;
-    memset(f, 0, sizeof *f);
-    f->strategy = r->rt->strategy;
-    f->optout = r->optout;
-    f->target_id = rsd_str_c(r->target_id);
-    f->runtime_id = rsd_str_c(r->runtime_id);
+    if ((n = rsdi_lms_residents_of(r)) < 0) return n == RSD_ERR_BUFFER ? RSD_ERR_RESIDENTS_LIMIT : n;
     f->keep = rsd_str_c(r->result.model_key);
-    f->keep_pinned = r->keep_pinned;
     f->residents = r->res;
     f->n_residents = n;
-    f->protected_models = r->protected_models;
-    f->n_protected = r->n_protected;
-    f->context_length = r->cx.context_length;
-    f->model_max_context = r->ctx_max ? r->ctx_max : keep_model >= 0 ? m->cat->models[keep_model].max_context_length : 0;
-    f->context_ceiling = r->ctx_ceiling;
-    f->kv_bytes_per_token = r->kv_per_token;
-    f->context_floor = r->ctx_floor;
+    if (!f->model_max_context && keep_model >= 0) f->model_max_context = m->cat->models[keep_model].max_context_length;
+    f->capacity_bytes = f->keep_bytes = 0; /* room is freed by a failed load, not by bytes */
     if ((rc = rsd_reconcile_decide(r, emit)) < 0) return rc;
     m->n_cand = 0;
     for (i = 0; i < r->plan.n_fallback; i++) {
@@ -12406,13 +12411,13 @@ RSDI_PRIVATE int rsdi_lms_gate(rsd_runtime_ctx *c, bool under_lock) {
         return 1;
     }
     if (res.state == RSD_LMS_INSTANCE) return rsdi_lms_has_instance(r, false);
-    if (r->lms->cat->truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
+    if (r->lms->cat->truncated && (res.state == RSD_LMS_UNKNOWN || c->explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
         rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES");
         return RSD_ERR_LISTING_TRUNCATED;
     }
     rsd_reconcile_set_outcome(r, RSD_OUTCOME_OBSERVED, RSD_OK, NULL); /* the server loads on first use */
-    if (!r->lms->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) return 1;
+    if (!c->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) return 1;
     if ((rc = rsdi_lms_decide(r, res.model, true)) < 0) {
         rsdi_cpy(c->why, RSD_RECONCILE_TEXT_MAX, "the catalog cannot be decided on");
         return rc;
@@ -12455,8 +12460,8 @@ RSDI_PRIVATE int rsdi_lms_free_room(rsd_runtime_ctx *c) {
     int i, k, n = 0;
     /* which listed instances are owned: one lookup per owned id */
     memset(own, 0, sizeof own);
-    for (k = 0; k < m->n_owned; k++) {
-        rsd_str id = m->owned_inst[k];
+    for (k = 0; k < c->n_owned; k++) {
+        rsd_str id = rsd_str_c(c->owned[k].instance);
         uint32_t pos = rsdi_lms_hash(id), probes = 0;
         while ((i = rsdi_lms_ix_inst(m->cat, &m->cat->index, id, &pos, &probes)) >= 0) own[i] = true;
     }
