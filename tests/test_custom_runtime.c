@@ -5,7 +5,9 @@
    driven against LM Studio as apps/rsd-sim/rsd_sim.h models it (in-process, no sockets,
    simulated clock; tests/sim_step.h): its gate ends the reconcile early (resident,
    observed, declined), its keep loads, and after a failed load free_room names our
-   instance to unload, the result of each as the hooks set it. */
+   instance to unload, the result of each as the hooks set it. The desc's part of the
+   facts arrives filled (its gate adds the catalog's): an opt-out observes, a protected
+   model stays. */
 /* The public API only: linked with the implementation built once (tests/impl.sh); the
    feature macros are the ones the implementation sets. */
 #define _POSIX_C_SOURCE 200809L
@@ -55,7 +57,8 @@ static void test_custom_runtime_example(void) {
    /unload {"instance_id":id}), read with the public JSON calls. Its catalog (every key
    and its loaded instances) is the runtime's own: here in this file, read again at each
    listing; what one reconcile remembers (the candidates, the keep's instances before the
-   load, the free_room cursor) lives in c->data, which begin zeroes. */
+   load, the free_room cursor) lives in c->data, which begin zeroes. Ours are the
+   instances in c->owned; without c->explicit_load the server loads on first use. */
 enum { LF_MODELS = 8, LF_INST = 4, LF_ID = 64 };
 typedef struct lf_model {
     char key[LF_ID];
@@ -64,7 +67,6 @@ typedef struct lf_model {
     uint32_t ctx[LF_INST];
 } lf_model;
 static struct {
-    bool observe_only;           /* the runtime's own setting: never load (the server loads on use) */
     int n;
     lf_model m[LF_MODELS];
     rsd_resident res[LF_MODELS]; /* the facts' residents (views into m) */
@@ -81,6 +83,14 @@ static lf_model *lf_find(const char *key) {
     for (i = 0; i < LF.n; i++)
         if (strcmp(LF.m[i].key, key) == 0) return &LF.m[i];
     return NULL;
+}
+
+/* inst is one of ours: c->owned (desc.owned, kept current by the lifecycle). */
+static bool lf_owned(const rsd_runtime_ctx *c, const char *inst) {
+    int j;
+    for (j = 0; j < c->n_owned; j++)
+        if (strcmp(c->owned[j].instance, inst) == 0) return true;
+    return false;
 }
 
 static int lf_request(rsd_runtime_ctx *c, rsd_http_op op, const char *model, rsd_step_http *out) {
@@ -149,7 +159,8 @@ static int lf_catalog(rsd_runtime_ctx *c, bool first, int status, const char *bo
     return rc < 0 ? rc : RSD_OK;
 }
 
-/* Resolve the keep; end early (not served, an instance loaded, observe only) or decide. */
+/* Resolve the keep; end early (not served, an instance loaded, no explicit load) or decide
+   on the facts the lifecycle filled from the desc plus the catalog's residents. */
 static int lf_gate(rsd_runtime_ctx *c, bool under_lock) {
     lf_run *run = (lf_run *)c->data;
     lf_model *k = lf_find(c->keep);
@@ -171,23 +182,18 @@ static int lf_gate(rsd_runtime_ctx *c, bool under_lock) {
         return 1;
     }
     (void)rsd_reconcile_set_model(c->r, k->key, k->key, RSD_LMS_JIT);
-    if (LF.observe_only) {
+    if (!c->explicit_load) {
         rsd_reconcile_set_outcome(c->r, RSD_OUTCOME_OBSERVED, RSD_OK, NULL);
         return 1;
     }
-    f = rsd_reconcile_facts(c->r); /* a resident per loaded key; ours by c->ours */
-    memset(f, 0, sizeof *f);
-    f->strategy = RSD_STRATEGY_JIT;
-    f->target_id = rsd_str_c(c->target_id);
-    f->keep = rsd_str_c(k->key);
-    f->context_length = c->context_length;
+    f = rsd_reconcile_facts(c->r); /* the desc's part is filled; a resident per loaded key */
     f->residents = LF.res;
     for (i = 0; i < LF.n; i++) {
         rsd_resident *res = &LF.res[f->n_residents];
         if (LF.m[i].n_inst == 0) continue;
         memset(res, 0, sizeof *res);
         res->model_id = rsd_str_c(LF.m[i].key);
-        for (j = 0; j < c->n_ours; j++) res->loaded_by_us |= strcmp(c->ours[j], LF.m[i].key) == 0;
+        for (j = 0; j < LF.m[i].n_inst; j++) res->loaded_by_us |= lf_owned(c, LF.m[i].inst[j]);
         f->n_residents++;
     }
     if ((rc = rsd_reconcile_decide(c->r, true)) < 0) {
@@ -222,14 +228,14 @@ static bool lf_adopt(rsd_runtime_ctx *c) {
     return false;
 }
 
-/* The next candidate with instances listed now: each named to unload. */
+/* The next candidate with owned instances listed now: each named to unload. */
 static int lf_free_room(rsd_runtime_ctx *c) {
     lf_run *run = (lf_run *)c->data;
     int i, n = 0;
     for (; run->ci < run->n_cand && n == 0; run->ci++) {
         const lf_model *m = lf_find(run->cand[run->ci]);
         for (i = 0; m && i < m->n_inst; i++)
-            if (rsd_reconcile_unload(c->r, m->inst[i], m->key, m->ctx[i]) == RSD_OK) n++;
+            if (lf_owned(c, m->inst[i]) && rsd_reconcile_unload(c->r, m->inst[i], m->key, m->ctx[i]) == RSD_OK) n++;
     }
     return n;
 }
@@ -272,10 +278,10 @@ static int lf_drive(const rsd_reconcile_desc *d) {
     return -998;
 }
 
-/* LM Studio 0.4 with 6 GiB of VRAM: "a" (4 GiB) loaded by us earlier, "b" and "c" (4 GiB
-   each) known. Loads take 200 ms. */
+/* LM Studio 0.4 with 6 GiB of VRAM: "a" (4 GiB, its instance "a") loaded by us earlier,
+   "b" and "c" (4 GiB each) known. Loads take 200 ms; loads are explicit. */
 static bool lf_setup(rsd_reconcile_desc *d, const char *keep) {
-    static const char *const ours[] = {"a"};
+    static const rsd_owned owned[] = {{"a", "a"}};
     memset(&LF, 0, sizeof LF);
     if (!rsd_runtime_lmstudio()) { /* the load-first lifecycle is compiled out (RSD_NO_LMSTUDIO) */
         printf("  skip: RSD_NO_LMSTUDIO\n");
@@ -296,8 +302,9 @@ static bool lf_setup(rsd_reconcile_desc *d, const char *keep) {
     d->base_url = "http://127.0.0.1:1234";
     d->target_id = "studio";
     d->keep = keep;
-    d->ours = ours;
-    d->n_ours = 1;
+    d->owned = owned;
+    d->n_owned = 1;
+    d->explicit_load = true;
     return true;
 }
 
@@ -330,7 +337,7 @@ static void test_lf_gate_resident(void) {
 static void test_lf_gate_observed_declined(void) {
     rsd_reconcile_desc d;
     if (!lf_setup(&d, "b")) return;
-    LF.observe_only = true;
+    d.explicit_load = false;
     CHECK_EQ_INT(lf_drive(&d), RSD_OK);
     CHECK_EQ_STR(LOG, "GET /api/v1/models");
     CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
@@ -396,12 +403,42 @@ static void test_lf_free_room_after_failed_load(void) {
     CHECK_EQ_INT(S.m[rsim_find(&S, "b")].ninst, 1);
     /* nothing of ours left to free: the second failure ends it, LOAD_FAILED with the server's words */
     if (!lf_setup(&d, "b")) return;
-    d.n_ours = 0;
+    d.n_owned = 0;
     CHECK(lf_drive(&d) < 0);
     CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK_EQ_STR(RES->message, "insufficient VRAM");
     CHECK_EQ_INT(RES->n_evicted, 0);
     CHECK(strstr(LOG, "unload") == NULL);
+}
+
+/* The desc's part of the facts reaches the gate filled: RESIDENCY=off observes (nothing
+   loaded), and a configured model is no candidate for a pinned keep (the failed load is
+   not followed by its unload; JIT's fallback holds configured models otherwise). */
+static void test_lf_optout_protected(void) {
+    rsd_reconcile_desc d;
+    rsd_protected_model pm;
+    if (!lf_setup(&d, "b")) return;
+    d.residency_env = "off";
+    CHECK_EQ_INT(lf_drive(&d), RSD_OK);
+    CHECK_EQ_STR(LOG, "GET /api/v1/models");
+    CHECK_EQ_INT(RES->decision, RSD_DECISION_OBSERVE);
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_OBSERVED);
+    CHECK(!RES->loaded && !RES->mutated);
+    CHECK_EQ_INT(rsd_reconcile_facts(R)->optout, RSD_OPTOUT_ENV);
+    if (!lf_setup(&d, "b")) return;
+    memset(&pm, 0, sizeof pm);
+    pm.model_id = rsd_str_c("a");
+    d.protected_models = &pm;
+    d.n_protected = 1;
+    d.keep_pinned = true;
+    CHECK(lf_drive(&d) < 0);
+    CHECK_EQ_STR(LOG, "GET /api/v1/models | POST /api/v1/models/load {\"model\":\"b\"} | GET /api/v1/models");
+    CHECK_EQ_INT(RES->outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK_EQ_STR(RES->message, "insufficient VRAM");
+    CHECK_EQ_INT(rsd_reconcile_plan(R)->n_fallback, 0);
+    CHECK_EQ_INT(RES->n_evicted, 0);
+    rsim_tick(&S, NOW);
+    CHECK_EQ_INT(S.m[rsim_find(&S, "a")].ninst, 1); /* still loaded */
 }
 
 int main(int argc, char **argv) {
@@ -411,6 +448,7 @@ int main(int argc, char **argv) {
     RUN(test_lf_gate_observed_declined);
     RUN(test_lf_load);
     RUN(test_lf_free_room_after_failed_load);
+    RUN(test_lf_optout_protected);
     free(R);
     return RSD_TEST_END();
 }
