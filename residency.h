@@ -1400,7 +1400,11 @@
        shows one). Every hook gets c, the reconcile's rsd_runtime_ctx: what a
        runtime needs of it, kept current by the machine. It reads c->root,
        c->keep, c->target_id, c->ours[0 .. c->n_ours) (the attribution),
-       c->context_length (desc.context_length), c->op_instance, c->op_evicted,
+       c->owned[0 .. c->n_owned) (the instances this library loaded there:
+       desc.owned or rsd_reconcile_set_owned's, with an instance a load makes
+       added and an unloaded one gone; a runtime with RSD_RT_INSTANCES),
+       c->explicit_load (desc.explicit_load), c->context_length
+       (desc.context_length), c->op_instance, c->op_evicted,
        c->toks + c->max_tokens; it writes c->url
        (RSD_RECONCILE_URL_MAX bytes), c->body (RSD_RECONCILE_BODY_MAX),
        c->made_instance (RSD_MODEL_ID_MAX), c->why (RSD_RECONCILE_TEXT_MAX: a
@@ -1459,7 +1463,19 @@
                transport error on the first listing degrades at once.
            gate(c, under_lock)  after the first listing and after the one
                under the lock: resolve the request and decide (rsd_reconcile_
-               decide on rsd_reconcile_facts it fills). 1 = the reconcile ends
+               decide on rsd_reconcile_facts). The facts arrive with the
+               desc's part filled, the rest zeroed: strategy (the runtime's),
+               optout (residency_env, user_managed), target_id, runtime_id,
+               keep (desc.keep), keep_pinned, protected_models + n_protected,
+               context_length, model_max_context, context_ceiling,
+               context_floor, kv_bytes_per_token, capacity_bytes, keep_bytes
+               and free_bytes as the desc gave them. The hook adds its
+               listing's part: residents + n_residents (loaded_by_us from
+               c->owned or c->ours), the keep's aliases and tags, max_instances,
+               model_max_context and keep_bytes where the desc gave 0, and keep
+               when the request resolves to another key (LM Studio drops
+               capacity_bytes and keep_bytes: it frees room by failed loads,
+               not by bytes). 1 = the reconcile ends
                here (not served, an instance already loaded, no explicit load,
                nothing to load: the hook set the outcome); 0 = load the keep
                (taking the lock first when desc.lock; with the lock held and
@@ -3761,7 +3777,8 @@ typedef struct rsd_runtime {
        listing, whose API tier may fall back): RSD_OK, > 0 = list again (the request hook
        names the next tier), < 0 = not read (c->why says why); rsd_reconcile_set_catalog;
        gate resolves the keep (rsd_reconcile_set_model) and decides after a listing
-       (under_lock: the listing under the lock): 0 = load the keep, 1 = the reconcile ends
+       (under_lock: the listing under the lock) on rsd_reconcile_facts, which arrive with
+       the desc's part filled: 0 = load the keep, 1 = the reconcile ends
        here (rsd_reconcile_set_outcome), < 0 = degraded (c->why);
        adopt, after a failed load's listing: true = an instance the load made landed
        late and is adopted (its id set as the wire id; the reconcile ends resident);
@@ -3949,7 +3966,8 @@ RSD_API void rsd_reconcile_add_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd
 /* Decide on the facts (rsd_reconcile_facts, filled by the hook) into the plan and the
    result's decision fields; emit = append the plan's notices now. RSD_OK or <0. */
 RSD_API int rsd_reconcile_decide(rsd_reconcile *r, bool emit);
-/* The facts the next rsd_reconcile_decide reads (zeroed by begin). */
+/* The facts the next rsd_reconcile_decide reads (before each gate hook: the desc's part
+   filled, the rest zeroed; see the manual). */
 RSD_API rsd_facts *rsd_reconcile_facts(rsd_reconcile *r);
 /* The plan of the last decide. */
 RSD_API const rsd_plan *rsd_reconcile_plan(const rsd_reconcile *r);
