@@ -1401,8 +1401,9 @@
        runtime needs of it, kept current by the machine. It reads c->root,
        c->keep, c->target_id, c->ours[0 .. c->n_ours) (the attribution),
        c->owned[0 .. c->n_owned) (the instances this library loaded there:
-       desc.owned or rsd_reconcile_set_owned's, with an instance a load makes
-       added and an unloaded one gone; a runtime with RSD_RT_INSTANCES),
+       desc.owned or rsd_reconcile_set_owned's; in a load-first runtime the
+       instance the keep's load makes or adopt takes joins, one unloaded
+       leaves; a runtime with RSD_RT_INSTANCES),
        c->explicit_load (desc.explicit_load), c->context_length
        (desc.context_length), c->op_instance, c->op_evicted,
        c->toks + c->max_tokens; it writes c->url
@@ -3724,8 +3725,8 @@ typedef struct rsd_runtime_ctx {
     const char *const *ours;          /* the ids this library loaded on the target (desc.ours, set_ours) */
     int n_ours;
     const rsd_owned *owned;           /* the instances it loaded there (desc.owned, set_owned; a runtime
-                                         with RSD_RT_INSTANCES), kept current: a load's instance joins,
-                                         an unloaded one leaves */
+                                         with RSD_RT_INSTANCES); load first: the keep's new instance
+                                         joins, an unloaded one leaves */
     int n_owned;
     bool explicit_load;               /* desc.explicit_load */
     uint32_t context_length;          /* desc.context_length (0 = none asked); the clamped context of a
