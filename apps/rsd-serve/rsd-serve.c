@@ -264,8 +264,8 @@
    Context fit (a byte budget, a model with ctx, bytes and a GGUF model file): a model
    whose bytes (its footprint at its ctx: reserve, else learned, else estimated) do not fit beside the models running, while
    a slot is free, starts with the largest ctx whose KV fits what is left (whole blocks
-   of 256 tokens per sequence, as llama-server rounds; the KV per token from its file,
-   f16) and bytes shrunk by the KV it gives up, instead of stopping another model (what
+   of 256 tokens per sequence, as llama-server rounds; the KV per token from its file
+   and its cache types) and bytes shrunk by the KV it gives up, instead of stopping another model (what
    such a start takes is not learned):
    "b: ctx 32768 clamped to 28672 tokens to start beside 1 running model: its KV fits the
    7M left"; the listing's args and loaded_context_length show it. Only when that ctx is
@@ -616,8 +616,6 @@ typedef struct srv {
     struct srv_mem *mem;   /* per model: what it costs (the "memory" section) */
     rsd_gguf *gguf;        /* the header reader the estimates use */
     char *mem_tail;        /* a child's output, read for its buffer figures */
-    uint64_t fit_kv[RSRV_MAX_MODELS];   /* start_fit: KV bytes per token from its file (0 = not read) */
-    uint32_t fit_seq[RSRV_MAX_MODELS];  /* its KV streams; 0 = the file gave no figure */
     uint32_t fit_ctx[RSRV_MAX_MODELS];  /* the clamped ctx its fleet spec holds (0 = as configured) */
     srv_lease leases[RSD_POOL_MAX_LEASES];
 } srv;
@@ -633,7 +631,6 @@ static void mem_w_model(srv *s, rsd_json_writer *w, const char *key, int m);
 static int64_t proc_rss(int64_t pid);
 static srv_event *ev_begin(srv *s, rsd_json_writer *w, const char *kind, int m, uint64_t now);
 static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w);
-static uint64_t mem_bytes(const srv *s, int m, const char **from);
 static void start_fit(srv *s, int m, uint64_t now);
 
 static void logf_(const char *fmt, ...)
@@ -1757,102 +1754,6 @@ static void devmem_admit(srv *s, uint64_t now) {
     (void)rsd_pool_set_vram(rsd_fleet_pool(s->fleet), s->cfg->vram_budget_bytes, foreign, now);
 }
 
-/* ---- the context-fit clamp by bytes (residency.h "Context fit") -----------------------
-   Before model m starts beside others, with a byte budget: when its reserve (its
-   footprint at its ctx) does not fit what is left (the budget less what others hold, the
-   leases and the reservations of what runs) but a slot is free, its start takes the
-   largest ctx whose KV fits what is left (rsd_fit_context_bytes: whole 256-cell blocks
-   per sequence) and a reservation shrunk by the KV it gives up, so nothing is evicted for
-   it; only when that ctx stays at or above the floor (4096 tokens). Below the floor, with
-   every slot taken, or without a figure, it starts with its ctx and the pool evicts as
-   it always did. The figure is the KV bytes per token its model file gives
-   (rsd_gguf_kv_per_token, f16 cache: an upper bound for a quantized one), read once per
-   configuration; a model without a readable GGUF file, a ctx, or bytes (mem_bytes: its
-   reserve, learned figure or estimate) is never clamped. A start that fits gets its
-   configured ctx back. What a clamped start takes is not learned (it is not the figure of
-   the configured ctx). */
-static void start_fit_set(srv *s, int m, uint32_t ctx, uint64_t reserve, uint64_t now) {
-    rsd_fleet_model_desc d = s->models[m].desc;
-    d.spec.ctx = ctx;
-    d.pool.reserve_bytes = reserve;
-    if (rsd_fleet_set_model(s->fleet, m, &d, now) == RSD_OK)
-        s->fit_ctx[m] = ctx == s->cfg->models[m].ctx ? 0 : ctx;
-}
-
-static void start_fit(srv *s, int m, uint64_t now) {
-    const rsrv_model *mc = &s->cfg->models[m];
-    rsd_fleet_model_info mi;
-    rsd_pool_info st;
-    rsd_fit_bytes_desc d;
-    rsd_fit_bytes fb;
-    uint64_t held, kv, full = mem_bytes(s, m, NULL); /* its footprint at ctx: typed, learned or estimated */
-    int i, others = 0;
-    char t1[32];
-    if (!mc->ctx || !full || mc->command[0] || !mc->model[0]) return;
-    memset(&mi, 0, sizeof mi);
-    if (rsd_fleet_query_model(s->fleet, m, &mi) != RSD_OK || mi.retry_at_ms > now) return; /* backed off */
-    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
-    if (!st.budget_bytes) return;
-    if (!s->fit_kv[m] && !s->fit_seq[m]) { /* the figure, once per configuration */
-        rsd_gguf *g = (rsd_gguf *)malloc(sizeof *g);
-        rsd_gguf_start gs;
-        memset(&gs, 0, sizeof gs);
-        gs.n_ctx = mc->ctx;
-        gs.n_parallel = mc->parallel;
-        s->fit_seq[m] = 0;
-        if (g) {
-            rsd_gguf_init(g, NULL);
-            if (rsd_gguf_read_file(g, mc->model) != RSD_OK ||
-                rsd_gguf_kv_per_token(&g->info, &gs, &s->fit_kv[m], &s->fit_seq[m]) != RSD_OK)
-                s->fit_kv[m] = 0;
-            free(g);
-        }
-        if (!s->fit_kv[m]) s->fit_seq[m] = UINT32_MAX; /* no figure: never clamped */
-    }
-    if (!s->fit_kv[m]) return;
-    for (i = 0; i < s->cfg->nmodels; i++) others += i != m && model_running(s, i);
-    held = st.reserved_bytes + st.leased_bytes + (st.foreign_bytes < st.budget_bytes ? st.foreign_bytes : st.budget_bytes);
-    memset(&d, 0, sizeof d);
-    d.requested = mc->ctx;
-    d.kv_bytes_per_token = s->fit_kv[m];
-    d.n_seq = s->fit_seq[m];
-    (void)rsd_fit_context_bytes(&d, &fb); /* alone: the KV of its whole ctx */
-    kv = fb.kv_bytes;
-    d.n_other_residents = others;
-    d.free_bytes = st.budget_bytes > held ? st.budget_bytes - held : 0;
-    d.load_bytes = full > kv ? full - kv : 0;
-    (void)rsd_fit_context_bytes(&d, &fb);
-    if (others >= s->cfg->max_models || !fb.clamped || fb.floored) { /* fits, or evict as always */
-        if (s->fit_ctx[m]) start_fit_set(s, m, mc->ctx, full, now);
-        return;
-    }
-    if (fb.context == s->fit_ctx[m]) return; /* the same clamp as last time: set already */
-    start_fit_set(s, m, fb.context, d.load_bytes + fb.kv_bytes, now);
-    logf_("%s: ctx %u clamped to %u tokens to start beside %d running model%s: its KV fits the %s left",
-          mc->id, (unsigned)mc->ctx, (unsigned)fb.context, others, others == 1 ? "" : "s",
-          rsrv_fmt_size(d.free_bytes > d.load_bytes ? d.free_bytes - d.load_bytes : 0, t1, sizeof t1));
-}
-
-/* A start held back only by what others hold (it fits the budget, not beside them now)
-   waits for the memory, not for the next request: while the pool holds one that way, the
-   device is read again every SRV_DEVMEM_RETRY_MS, and the reading admits it once the
-   memory is there. Nothing is read while no start waits so; a reading never stops a model. */
-#define SRV_DEVMEM_RETRY_MS 250
-static bool devmem_held(srv *s) {
-    rsd_pool_info st;
-    if (!s->devmem) return false;
-    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
-    return st.models_foreign_held > 0;
-}
-
-static void devmem_service(srv *s, uint64_t now) {
-    if (devmem_held(s) && now >= s->dm_try_ms + SRV_DEVMEM_RETRY_MS) devmem_admit(s, now);
-}
-
-static uint64_t devmem_deadline(srv *s) {
-    return devmem_held(s) ? s->dm_try_ms + SRV_DEVMEM_RETRY_MS : RSD_NO_DEADLINE;
-}
-
 /* ---- memory: what each model costs (rsd_serve_mem.h has the pure parts) -------------
    The estimate: read from the model file's GGUF header (rsd_gguf_read_file; the file's
    first bytes only, never its weights) and the start's parameters, once per (file
@@ -1871,6 +1772,8 @@ typedef struct srv_mem {
     uint64_t est_key;        /* file and parameters the estimate is of (0 = none read) */
     bool est_ok;
     rsrv_mem_fig est;
+    uint64_t kv_tok;         /* the same read's KV bytes per token (start_fit; 0 = no figure) */
+    uint32_t kv_seq;         /* and its KV streams */
     char est_err[256];       /* why there is no estimate ("" = there is one, or no file) */
     uint64_t key;            /* the learned figure's key (file, parameters, build); 0 = none */
     rsrv_mem_rec rec;        /* its params and build; its figure and source once learned */
@@ -2011,20 +1914,25 @@ static void mem_prepare(srv *s, int m) {
         int r;
         mm->est_key = ek;
         mm->est_ok = false;
+        mm->kv_tok = 0;
+        mm->kv_seq = 0;
         rsd_gguf_init(s->gguf, NULL);
         if (!have) snprintf(mm->est_err, sizeof mm->est_err, "cannot read %s: %s", md->model, strerror(errno));
         else if ((r = rsd_gguf_read_file(s->gguf, md->model)) < 0)
             snprintf(mm->est_err, sizeof mm->est_err, "%.200s", rsd_gguf_error(s->gguf)[0] ? rsd_gguf_error(s->gguf) : rsd_result_str(r));
-        else if ((r = rsd_gguf_estimate_start(&s->gguf->info, &p.st, &e)) < 0)
-            snprintf(mm->est_err, sizeof mm->est_err, "no estimate for these parameters: %s", rsd_result_str(r));
         else {
-            mm->est_ok = true;
-            mm->est_err[0] = 0;
-            mm->est.model = e.model;
-            mm->est.kv = e.kv;
-            mm->est.compute = e.compute;
-            mm->est.total = e.total;
-            mm->est.device = e.model_device + e.kv_device + (e.model_device || e.kv_device ? e.compute : 0);
+            if (rsd_gguf_kv_per_token(&s->gguf->info, &p.st, &mm->kv_tok, &mm->kv_seq) != RSD_OK) mm->kv_tok = 0;
+            if ((r = rsd_gguf_estimate_start(&s->gguf->info, &p.st, &e)) < 0) {
+                snprintf(mm->est_err, sizeof mm->est_err, "no estimate for these parameters: %s", rsd_result_str(r));
+            } else {
+                mm->est_ok = true;
+                mm->est_err[0] = 0;
+                mm->est.model = e.model;
+                mm->est.kv = e.kv;
+                mm->est.compute = e.compute;
+                mm->est.total = e.total;
+                mm->est.device = e.model_device + e.kv_device + (e.model_device || e.kv_device ? e.compute : 0);
+            }
         }
     }
     mem_build(sm->spec.exe ? sm->spec.exe : s->cfg->llama_server, build, sizeof build);
@@ -2335,6 +2243,88 @@ static void mem_check_print(srv *s) {
                    (unsigned long long)mm->rec.fig.total, mm->rec.source);
         else printf("none\n");
     }
+}
+
+/* ---- the context-fit clamp by bytes (residency.h "Context fit") -----------------------
+   Before model m starts beside others, with a byte budget: when its reserve (its
+   footprint at its ctx) does not fit what is left (the budget less what others hold, the
+   leases and the reservations of what runs) but a slot is free, its start takes the
+   largest ctx whose KV fits what is left (rsd_fit_context_bytes: whole 256-cell blocks
+   per sequence) and a reservation shrunk by the KV it gives up, so nothing is evicted for
+   it; only when that ctx stays at or above the floor (4096 tokens). Below the floor, with
+   every slot taken, or without a figure, it starts with its ctx and the pool evicts as
+   it always did. The figure is the KV bytes per token its model file gives
+   (rsd_gguf_kv_per_token with the start's parameters, its cache types included), taken
+   from the header mem_prepare reads for the estimate (at start and on a reload, never
+   while a request waits); a model without a readable GGUF file, a ctx, or bytes (mem_bytes: its
+   reserve, learned figure or estimate) is never clamped. A start that fits gets its
+   configured ctx back. What a clamped start takes is not learned (it is not the figure of
+   the configured ctx). */
+static void start_fit_set(srv *s, int m, uint32_t ctx, uint64_t reserve, uint64_t now) {
+    rsd_fleet_model_desc d = s->models[m].desc;
+    d.spec.ctx = ctx;
+    d.pool.reserve_bytes = reserve;
+    if (rsd_fleet_set_model(s->fleet, m, &d, now) == RSD_OK)
+        s->fit_ctx[m] = ctx == s->cfg->models[m].ctx ? 0 : ctx;
+}
+
+static void start_fit(srv *s, int m, uint64_t now) {
+    const rsrv_model *mc = &s->cfg->models[m];
+    const srv_mem *mm = &s->mem[m];
+    rsd_fleet_model_info mi;
+    rsd_pool_info st;
+    rsd_fit_bytes_desc d;
+    rsd_fit_bytes fb;
+    uint64_t held, kv, full = mem_bytes(s, m, NULL); /* its footprint at ctx: typed, learned or estimated */
+    int i, others = 0;
+    char t1[32];
+    if (!mc->ctx || !full || mc->command[0] || !mc->model[0]) return;
+    memset(&mi, 0, sizeof mi);
+    if (rsd_fleet_query_model(s->fleet, m, &mi) != RSD_OK || mi.retry_at_ms > now) return; /* backed off */
+    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
+    if (!st.budget_bytes) return;
+    if (!mm->kv_tok) return; /* the file gave no KV figure (mem_prepare): never clamped */
+    for (i = 0; i < s->cfg->nmodels; i++) others += i != m && model_running(s, i);
+    held = st.reserved_bytes + st.leased_bytes + (st.foreign_bytes < st.budget_bytes ? st.foreign_bytes : st.budget_bytes);
+    memset(&d, 0, sizeof d);
+    d.requested = mc->ctx;
+    d.kv_bytes_per_token = mm->kv_tok;
+    d.n_seq = mm->kv_seq;
+    (void)rsd_fit_context_bytes(&d, &fb); /* alone: the KV of its whole ctx */
+    kv = fb.kv_bytes;
+    d.n_other_residents = others;
+    d.free_bytes = st.budget_bytes > held ? st.budget_bytes - held : 0;
+    d.load_bytes = full > kv ? full - kv : 0;
+    (void)rsd_fit_context_bytes(&d, &fb);
+    if (others >= s->cfg->max_models || !fb.clamped || fb.floored) { /* fits, or evict as always */
+        if (s->fit_ctx[m]) start_fit_set(s, m, mc->ctx, full, now);
+        return;
+    }
+    if (fb.context == s->fit_ctx[m]) return; /* the same clamp as last time: set already */
+    start_fit_set(s, m, fb.context, d.load_bytes + fb.kv_bytes, now);
+    logf_("%s: ctx %u clamped to %u tokens to start beside %d running model%s: its KV fits the %s left",
+          mc->id, (unsigned)mc->ctx, (unsigned)fb.context, others, others == 1 ? "" : "s",
+          rsrv_fmt_size(d.free_bytes > d.load_bytes ? d.free_bytes - d.load_bytes : 0, t1, sizeof t1));
+}
+
+/* A start held back only by what others hold (it fits the budget, not beside them now)
+   waits for the memory, not for the next request: while the pool holds one that way, the
+   device is read again every SRV_DEVMEM_RETRY_MS, and the reading admits it once the
+   memory is there. Nothing is read while no start waits so; a reading never stops a model. */
+#define SRV_DEVMEM_RETRY_MS 250
+static bool devmem_held(srv *s) {
+    rsd_pool_info st;
+    if (!s->devmem) return false;
+    rsd_pool_query(rsd_fleet_pool(s->fleet), &st);
+    return st.models_foreign_held > 0;
+}
+
+static void devmem_service(srv *s, uint64_t now) {
+    if (devmem_held(s) && now >= s->dm_try_ms + SRV_DEVMEM_RETRY_MS) devmem_admit(s, now);
+}
+
+static uint64_t devmem_deadline(srv *s) {
+    return devmem_held(s) ? s->dm_try_ms + SRV_DEVMEM_RETRY_MS : RSD_NO_DEADLINE;
 }
 
 /* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------
@@ -5367,7 +5357,7 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         }
         mem_prepare(s, i); /* its figures for the new configuration, before it starts again */
         mem_apply(s, i, false, now);
-        if (fresh) s->fit_kv[i] = s->fit_seq[i] = s->fit_ctx[i] = 0; /* its fleet desc is the new one */
+        if (fresh) s->fit_ctx[i] = 0; /* its fleet desc is the new one */
         if (start && !model_running(s, i)) (void)rsd_fleet_load(s->fleet, i, now);
     }
     if (mc->max_models != oc->max_models)
