@@ -1614,6 +1614,23 @@ static rsd_fleet *mk_held_fleet(uint32_t ready_hold_ms) {
     return rsd_fleet_create(&d);
 }
 
+/* A fleet with a 60 s ready hold, model "a" added and one request for it waiting while
+   its READY is held (*ready: that event); NULL when any of it failed. */
+static rsd_fleet *held_one(int *a, rsd_pool_req_h *r, const logged **ready) {
+    rsd_fleet *f;
+    uint16_t port = 0;
+    log_reset();
+    if (!(f = mk_held_fleet(60000))) return NULL;
+    *a = add(f, "a", NULL);
+    *ready = NULL;
+    if (rsd_fleet_acquire(f, *a, tnow(), NULL, r, &port) == RSD_PENDING) *ready = await(f, RSD_FLEET_EV_READY, *a, 0);
+    if (!*ready || !(*ready)->ev.held) {
+        finish(f);
+        return NULL;
+    }
+    return f;
+}
+
 /* The GRANT or FAIL of req in the log, or NULL. */
 static const logged *answer_of(rsd_pool_req_h req) {
     int i;
@@ -1701,15 +1718,7 @@ static void test_ready_hold_exit(void) {
     rsd_fleet_info fi;
     rsd_pool_req_h r;
     const logged *rd, *l;
-    uint16_t port = 0;
-    log_reset();
-    f = mk_held_fleet(60000);
-    REQUIRE(f != NULL);
-    a = add(f, "a", NULL);
-    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
-    rd = await(f, RSD_FLEET_EV_READY, a, 0);
-    REQUIRE(rd != NULL);
-    CHECK(rd->ev.held);
+    REQUIRE((f = held_one(&a, &r, &rd)) != NULL);
     sim_crash(rd->ev.port, "a.gguf", 3);
     l = await(f, RSD_FLEET_EV_FAIL, a, 0);
     REQUIRE(l != NULL);
@@ -1738,14 +1747,8 @@ static void test_ready_hold_stop(void) {
     rsd_pool_req_h r;
     const logged *rd, *l;
     uint16_t port = 0;
-    log_reset();
-    f = mk_held_fleet(60000);
-    REQUIRE(f != NULL);
-    a = add(f, "a", NULL);
     /* unload (drain) while held: it waits for the go, then serves and drains */
-    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
-    rd = await(f, RSD_FLEET_EV_READY, a, 0);
-    REQUIRE(rd != NULL && rd->ev.held);
+    REQUIRE((f = held_one(&a, &r, &rd)) != NULL);
     CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
     round_once(f, NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 0);
