@@ -176,13 +176,18 @@ static void sim_model(rsd_fleet_model_desc *md, const char *id, const char *cons
     md->spec.extra = extra ? extra : sim_extra_default;
 }
 
+/* The tests' fleet desc: max_slots, a stop grace (0 = 2 s), starts bounded by 15 s. */
+static void fleet_desc(rsd_fleet_desc *d, int max_slots, uint32_t grace_ms) {
+    memset(d, 0, sizeof *d);
+    d->pool.max_slots = max_slots;
+    d->pool.event_log = 256;
+    d->procs.term_grace_ms = grace_ms ? grace_ms : 2000;
+    d->procs.start_deadline_ms = 15000;
+}
+
 static rsd_fleet *mk_fleet(int max_slots, uint32_t grace_ms) {
     rsd_fleet_desc d;
-    memset(&d, 0, sizeof d);
-    d.pool.max_slots = max_slots;
-    d.pool.event_log = 256;
-    d.procs.term_grace_ms = grace_ms ? grace_ms : 2000;
-    d.procs.start_deadline_ms = 15000;
+    fleet_desc(&d, max_slots, grace_ms);
     return rsd_fleet_create(&d);
 }
 
@@ -1426,10 +1431,7 @@ static void test_stop_hold(void) {
     uint16_t port;
     uint64_t t0;
     log_reset();
-    memset(&d, 0, sizeof d);
-    d.pool.max_slots = 1;
-    d.procs.term_grace_ms = 2000;
-    d.procs.start_deadline_ms = 15000;
+    fleet_desc(&d, 1, 0);
     d.stop_hold_ms = 60000;
     f = rsd_fleet_create(&d);
     REQUIRE(f != NULL);
@@ -1484,11 +1486,8 @@ static void test_swap_overlaps_the_stop(void) {
         const logged *st, *x;
         uint16_t pa, pb;
         log_reset();
-        memset(&d, 0, sizeof d);
-        d.pool.max_slots = 1;
+        fleet_desc(&d, 1, 0);
         d.pool.overlap = mode == 0 ? RSD_POOL_OVERLAP_COUNT : RSD_POOL_OVERLAP_BYTES;
-        d.procs.term_grace_ms = 2000;
-        d.procs.start_deadline_ms = 15000;
         d.stop_hold_ms = 60000;
         f = rsd_fleet_create(&d);
         REQUIRE(f != NULL);
@@ -1563,10 +1562,7 @@ static void test_stop_hold_in_grace(void) {
     long kill_in = -1;
     uint64_t t0;
     log_reset();
-    memset(&d, 0, sizeof d);
-    d.pool.max_slots = 1;
-    d.procs.term_grace_ms = 2000;
-    d.procs.start_deadline_ms = 15000;
+    fleet_desc(&d, 1, 0);
     d.stop_hold_ms = 60000;
     d.logger.fn = stop_log;
     d.logger.user = &kill_in;
@@ -1605,11 +1601,7 @@ static void test_stop_hold_in_grace(void) {
 /* A fleet of one slot with desc.ready_hold_ms. */
 static rsd_fleet *mk_held_fleet(uint32_t ready_hold_ms) {
     rsd_fleet_desc d;
-    memset(&d, 0, sizeof d);
-    d.pool.max_slots = 1;
-    d.pool.event_log = 256;
-    d.procs.term_grace_ms = 2000;
-    d.procs.start_deadline_ms = 15000;
+    fleet_desc(&d, 1, 0);
     d.ready_hold_ms = ready_hold_ms;
     return rsd_fleet_create(&d);
 }
