@@ -87,7 +87,7 @@
               (501 without --slot-save-path, 400 "Invalid slot ID" / "Invalid action",
               out of range 200 n_erased 0) waits until the slot is idle, then answers
               {"id_slot":ID,"n_erased":N}: as llama-server b10116 does.
-              action=save / action=restore {"filename": NAME} (rsim_server_slot_file)
+              action=save / action=restore {"filename": NAME} (rsim_slot_file)
               write and read the slot's KV through the adapter (rsim_resp.file_*,
               rsim_req.file_*), with the real server's answers; a restored slot's next
               prompt reuses it (cache_n) as a warm one does.
@@ -3169,11 +3169,81 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
     }
 }
 
+/* POST /slots/ID?action=save|restore {"filename": NAME}, as llama-server b10116: a name
+   with a path separator or a leading dot is 400 "Invalid filename", no name 500; the
+   save is the slot's KV as text ("rsim-kv 1 N", then N lines "HASH TOKENS"), answered
+   {"id_slot","filename","n_saved","n_written","timings":{"save_ms"}} (an empty slot
+   saves 0 tokens); the restore of a missing file or one whose first line is not that is
+   400 "Unable to restore slot, no available space in KV cache or invalid slot save
+   file"; a file cut short restores 0 tokens (200, as the real server reads a truncated
+   file); else the slot holds that KV: {"id_slot","filename","n_restored","n_read",
+   "timings":{"restore_ms"}}. The slot's KV is kv[0..*nkv): true when a restore replaced
+   it (the caller then marks the slot used). */
+RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save, rsim_chunk *kv, int *nkv) {
+    char name[RSIM_NAME_MAX], msg[RSIM_MSG_MAX];
+    uint32_t n = 0;
+    int i;
+    if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, sizeof name)) {
+        rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
+        return false;
+    }
+    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return false; }
+    if (save) {
+        size_t o = (size_t)snprintf(s->file_data, sizeof s->file_data, "rsim-kv 1 %d\n", *nkv);
+        for (i = 0; i < *nkv && o < sizeof s->file_data; i++) {
+            o += (size_t)snprintf(s->file_data + o, sizeof s->file_data - o, "%016llx %u\n",
+                                  (unsigned long long)kv[i].h, (unsigned)kv[i].n);
+            n += kv[i].n;
+        }
+        s->file_len = o < sizeof s->file_data ? o : sizeof s->file_data - 1;
+        rsim_cpy(s->file_name, sizeof s->file_name, name, strlen(name));
+        s->file_write = true;
+        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
+                 "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
+        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+        return false;
+    }
+    {
+        const char *d = c->q->file_data, *e = d ? d + c->q->file_len : NULL;
+        int want = -1, got = 0;
+        rsim_chunk in[RSIM_KV_MAX];
+        if (!c->q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > RSIM_KV_MAX ||
+            !memchr(d, '\n', c->q->file_len)) {
+            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
+            return false;
+        }
+        d = (const char *)memchr(d, '\n', c->q->file_len) + 1;
+        while (got < want && d < e) {
+            const char *nl = (const char *)memchr(d, '\n', (size_t)(e - d));
+            unsigned long long h;
+            unsigned tn;
+            char line[64];
+            if (!nl || (size_t)(nl - d) >= sizeof line) break;
+            memcpy(line, d, (size_t)(nl - d));
+            line[nl - d] = 0;
+            if (sscanf(line, "%llx %u", &h, &tn) != 2) break;
+            in[got].h = (uint64_t)h;
+            in[got++].n = tn;
+            d = nl + 1;
+        }
+        if (got < want) got = 0; /* cut short: nothing restored, as the real server */
+        *nkv = got;
+        for (i = 0; i < got; i++) {
+            kv[i] = in[i];
+            n += in[i].n;
+        }
+        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
+                 "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)n, (unsigned)c->q->file_len);
+        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+        return true;
+    }
+}
+
 /* Router POST /slots/ID?action=save|restore {"model": M, "filename": NAME}: M's child
-   saves or restores its slot ID (of 4) as the server mode does; the file is
-   "rsim-kv 1 N" and N lines "HASH TOKENS" (one chunk: the model's hash, the tokens). */
+   saves or restores its slot ID (of 4) through rsim_slot_file, as the server mode does
+   (its KV is one chunk: the model's hash, the tokens its slot holds). */
 RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
-    char a[32], name[RSIM_NAME_MAX], msg[RSIM_MSG_MAX], *end = NULL;
+    char a[32], msg[RSIM_MSG_MAX], *end = NULL;
     const char *id = c->path + 7;
     long k;
     int i;
@@ -3197,36 +3267,16 @@ RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     }
     k = strtol(id, &end, 10);
     if (!*id || !end || *end || k < 0 || k >= 4) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
-    if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, sizeof name)) {
-        rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
-        return;
-    }
-    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return; }
-    if (!strcmp(a, "save")) {
-        uint32_t n = m->slot_kv[k];
-        s->file_len = (size_t)snprintf(s->file_data, sizeof s->file_data, n ? "rsim-kv 1 1\n%016llx %u\n" : "rsim-kv 1 0\n",
-                                       (unsigned long long)rsim_chunk_of("", 0, m->id, strlen(m->id)).h, (unsigned)n);
-        rsim_cpy(s->file_name, sizeof s->file_name, name, strlen(name));
-        s->file_write = true;
-        snprintf(msg, sizeof msg, "{\"id_slot\":%ld,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
-                 "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
-        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
-        return;
-    }
     {
-        const char *d = c->q->file_data;
-        unsigned long long h = 0;
-        unsigned tn = 0;
-        int want = -1;
-        if (!c->q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > 1 ||
-            (want == 1 && sscanf(d, "rsim-kv 1 1\n%llx %u", &h, &tn) != 2)) {
-            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
-            return;
+        rsim_chunk kv[1];
+        int n = m->slot_kv[k] ? 1 : 0;
+        kv[0] = rsim_chunk_of("", 0, m->id, strlen(m->id));
+        kv[0].n = m->slot_kv[k];
+        if (rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), kv, &n)) {
+            int j;
+            m->slot_kv[k] = 0;
+            for (j = 0; j < n; j++) m->slot_kv[k] += kv[j].n;
         }
-        m->slot_kv[k] = want ? tn : 0;
-        snprintf(msg, sizeof msg, "{\"id_slot\":%ld,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
-                 "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)m->slot_kv[k], (unsigned)c->q->file_len);
-        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
     }
 }
 
@@ -3291,77 +3341,6 @@ RSIM_FN void rsim_server_prompt(rsim *s, const rsim_ctx *c, rsim_reply *r) {
     }
 }
 
-/* POST /slots/ID?action=save|restore {"filename": NAME}, as llama-server b10116: a name
-   with a path separator or a leading dot is 400 "Invalid filename", no name 500; the
-   save is the slot's KV as text ("rsim-kv 1 N", then N lines "HASH TOKENS"), answered
-   {"id_slot","filename","n_saved","n_written","timings":{"save_ms"}} (an empty slot
-   saves 0 tokens); the restore of a missing file or one whose first line is not that is
-   400 "Unable to restore slot, no available space in KV cache or invalid slot save
-   file"; a file cut short restores 0 tokens (200, as the real server reads a truncated
-   file); else the slot holds that KV: {"id_slot","filename","n_restored","n_read",
-   "timings":{"restore_ms"}}. */
-RSIM_FN void rsim_server_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save) {
-    char name[RSIM_NAME_MAX], msg[RSIM_MSG_MAX];
-    rsim_slot *sl = &s->slots[k];
-    uint32_t n = 0;
-    int i;
-    if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, sizeof name)) {
-        rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
-        return;
-    }
-    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return; }
-    if (save) {
-        size_t o = (size_t)snprintf(s->file_data, sizeof s->file_data, "rsim-kv 1 %d\n", sl->nkv);
-        for (i = 0; i < sl->nkv && o < sizeof s->file_data; i++) {
-            o += (size_t)snprintf(s->file_data + o, sizeof s->file_data - o, "%016llx %u\n",
-                                  (unsigned long long)sl->kv[i].h, (unsigned)sl->kv[i].n);
-            n += sl->kv[i].n;
-        }
-        s->file_len = o < sizeof s->file_data ? o : sizeof s->file_data - 1;
-        rsim_cpy(s->file_name, sizeof s->file_name, name, strlen(name));
-        s->file_write = true;
-        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
-                 "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
-        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
-        return;
-    }
-    {
-        const char *d = c->q->file_data, *e = d ? d + c->q->file_len : NULL;
-        int want = -1, got = 0;
-        rsim_chunk kv[RSIM_KV_MAX];
-        if (!c->q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > RSIM_KV_MAX ||
-            !memchr(d, '\n', c->q->file_len)) {
-            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
-            return;
-        }
-        d = (const char *)memchr(d, '\n', c->q->file_len) + 1;
-        while (got < want && d < e) {
-            const char *nl = (const char *)memchr(d, '\n', (size_t)(e - d));
-            unsigned long long h;
-            unsigned tn;
-            char line[64];
-            if (!nl || (size_t)(nl - d) >= sizeof line) break;
-            memcpy(line, d, (size_t)(nl - d));
-            line[nl - d] = 0;
-            if (sscanf(line, "%llx %u", &h, &tn) != 2) break;
-            kv[got].h = (uint64_t)h;
-            kv[got++].n = tn;
-            d = nl + 1;
-        }
-        if (got < want) got = 0; /* cut short: nothing restored, as the real server */
-        sl->nkv = got;
-        for (i = 0; i < got; i++) {
-            sl->kv[i] = kv[i];
-            n += kv[i].n;
-        }
-        sl->used = true;
-        sl->id_task = ++s->task_seq;
-        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
-                 "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)n, (unsigned)c->q->file_len);
-        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
-    }
-}
-
 /* POST /slots/ID?action=erase|save|restore (needs --slot-save-path, as llama.cpp: 501
    without). */
 RSIM_FN void rsim_server_slot_action(rsim *s, rsim_ctx *c, rsim_ticket *t) {
@@ -3380,7 +3359,10 @@ RSIM_FN void rsim_server_slot_action(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if (!*id || !end || *end) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
     if (strcmp(a, "erase")) {
         if (k < 0 || k >= s->o.parallel || k >= RSIM_MAX_SLOTS) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
-        rsim_server_slot_file(s, c, t, (int)k, !strcmp(a, "save"));
+        if (rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), s->slots[k].kv, &s->slots[k].nkv)) {
+            s->slots[k].used = true;
+            s->slots[k].id_task = ++s->task_seq;
+        }
         return;
     }
     if (k < 0 || k >= s->o.parallel || k >= RSIM_MAX_SLOTS) { /* llama.cpp: nothing to erase */
