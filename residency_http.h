@@ -16109,31 +16109,31 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
     return rsdi_fleet_waiting(f);
 }
 
-RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
+/* Model's process whose stop (ready: whose ready) is held, or NULL. */
+RSDI_PRIVATE rsdi_fleet_slot *rsdi_fleet_held(rsd_fleet *f, int model, bool ready) {
     int i;
-    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
         rsdi_fleet_slot *s = &f->slots[i];
-        if (s->pp.id && s->model == model && s->hold_until) {
-            s->hold_until = 0;
-            (void)rsdi_procs_stop_by(f->procs, s->proc, now_ms, s->kill_by);
-            return RSD_OK;
-        }
+        if (s->pp.id && s->model == model && (ready ? s->ready_until : s->hold_until)) return s;
     }
-    return RSD_ERR_NOT_FOUND;
+    return NULL;
+}
+
+RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
+    rsdi_fleet_slot *s;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if (!(s = rsdi_fleet_held(f, model, false))) return RSD_ERR_NOT_FOUND;
+    s->hold_until = 0;
+    (void)rsdi_procs_stop_by(f->procs, s->proc, now_ms, s->kill_by);
+    return RSD_OK;
 }
 
 RSD_API int rsd_fleet_ready_go(rsd_fleet *f, int model, uint64_t now_ms) {
-    int i;
+    rsdi_fleet_slot *s;
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
-    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
-        rsdi_fleet_slot *s = &f->slots[i];
-        if (s->pp.id && s->model == model && s->ready_until) {
-            rsdi_fleet_ready_on(f, s, now_ms);
-            return rsdi_fleet_then(f, RSD_OK, now_ms);
-        }
-    }
-    return RSD_ERR_NOT_FOUND;
+    if (!(s = rsdi_fleet_held(f, model, true))) return RSD_ERR_NOT_FOUND;
+    rsdi_fleet_ready_on(f, s, now_ms);
+    return rsdi_fleet_then(f, RSD_OK, now_ms);
 }
 
 RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap) {
