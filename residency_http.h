@@ -9130,10 +9130,11 @@ RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc_h h, int max_lines, char
         k--;
     }
     if (max_lines > 0) start = k;
-    /* Fit into cap - 1 bytes, keeping the end; start at a line boundary if possible. */
+    /* Fit into cap - 1 bytes, keeping the end; start at a line boundary if possible (s2
+       itself when a line starts there: the byte before it is a newline). */
     if (end - start > cap - 1) {
         uint64_t s2 = end - (cap - 1), j;
-        for (j = s2; j < end; j++)
+        for (j = s2 - 1; j < end; j++)
             if (RSDI_RING_AT(j) == '\n') break;
         start = (j + 1 < end) ? j + 1 : s2;
     }

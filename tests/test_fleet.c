@@ -1220,6 +1220,7 @@ static void test_output_triggers_probe(void) {
    after the last probe. White-box: the slot's probe time and seen-output mark are set by
    hand once the child has written its lines, before any step of the fleet. */
 static void test_loaded_line_probes_at_once(void) {
+    static const char *const buffers[] = {"--runtime", "server", "--load-ms", "40", "-lv", "4", "--buffers", "1,2,3", NULL};
     int fd0 = count_fds(), a, i;
     rsd_fleet *f;
     rsd_fleet_desc d;
@@ -1227,7 +1228,7 @@ static void test_loaded_line_probes_at_once(void) {
     rsdi_fleet_slot *s = NULL;
     rsd_proc_info info;
     char tail[512];
-    const char *listen;
+    const char *listen, *loaded;
     uint64_t end = now_ms() + WAIT_MS;
     log_reset();
     memset(&d, 0, sizeof d);
@@ -1236,7 +1237,7 @@ static void test_loaded_line_probes_at_once(void) {
     d.procs.start_deadline_ms = 120000;
     f = rsd_fleet_create(&d);
     REQUIRE(f != NULL);
-    sim_model(&md, "a", NULL);
+    sim_model(&md, "a", buffers); /* three lines before "model loaded", as llama-server has more */
     a = rsd_fleet_add_model(f, &md);
     CHECK(rsd_fleet_load(f, a, tnow()) >= 0);
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
@@ -1256,7 +1257,13 @@ static void test_loaded_line_probes_at_once(void) {
     s->probe_sent_ms = 5000;
     s->out_seen = info.out_bytes - strlen(listen); /* only the "listening" line is new */
     CHECK_EQ_INT((int)rsdi_fleet_output_probe_at(f, s), 5000 + RSD_FLEET_OUTPUT_PROBE_GAP_MS);
-    s->out_seen = 0; /* the "model loaded" line is new too */
+    /* both lines new, the "model loaded" one first (one write of the child, as
+       llama-server's two lines usually arrive): that line starts the new output */
+    loaded = strstr(tail, "srv  llama_server: model loaded");
+    REQUIRE(loaded != NULL && loaded < listen);
+    s->out_seen = info.out_bytes - strlen(loaded);
+    CHECK_EQ_INT((int)rsdi_fleet_output_probe_at(f, s), 5000);
+    s->out_seen = 0; /* all of the output is new */
     CHECK_EQ_INT((int)rsdi_fleet_output_probe_at(f, s), 5000);
     s->probe_sent_ms = 0; /* never probed: at once all the same (0 means nothing to do) */
     CHECK_EQ_INT((int)rsdi_fleet_output_probe_at(f, s), 1);

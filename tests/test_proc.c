@@ -442,6 +442,9 @@ static void test_chatty_ring(void) {
     /* a small buffer keeps the end */
     CHECK_EQ_INT(rsd_procs_tail(p, h, 0, tail, 8), 5);
     CHECK_EQ_STR(tail, "done\n");
+    /* a buffer that ends up at a line's start keeps that line */
+    CHECK_EQ_INT(rsd_procs_tail(p, h, 0, tail, 64 + 5 + 1), 64 + 5);
+    CHECK_EQ_STR(tail, "line 000065535 ................................................\ndone\n");
     rsd_procs_destroy(p);
 }
 
