@@ -344,6 +344,18 @@ static void test_real_kv_router_passes_slots(void) {
     CHECK_EQ_INT(top_int("n_restored"), saved);
     CHECK(router_status_is(&v, "tiny-a", "loaded"));
     check_next_turn(&v, "tiny-a", "router, next turn after save, swap, restore", first_n);
+    /* a file cut short, restored through the router: refused (400, as the child
+       answers), and the slot is empty after it (the next turn processes its whole
+       prompt): what rsd-sim's router and server modes do. A cut inside the file's data
+       aborts the real child instead (GGML_ASSERT, found cutting a save of this build at
+       every 97th byte): rsd-serve never asks for a file whose size is not its sidecar's. */
+    REQUIRE(truncate(p, 1000) == 0);
+    CHECK_EQ_INT(http(&v, "POST", "/slots/0?action=restore", "{\"filename\":\"r.bin\",\"model\":\"tiny-a\"}"), 400);
+    CHECK(strstr(g_body, "invalid slot save file") != NULL);
+    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, true)), 200);
+    printf("  router, the next turn after a refused restore: prompt_n %lld cache_n %lld\n", (long long)timing("prompt_n"),
+           (long long)timing("cache_n"));
+    CHECK(timing("prompt_n") >= first_n - 8);
     CHECK(real_stop(&r) >= 0);
 }
 

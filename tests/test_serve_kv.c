@@ -188,8 +188,9 @@ static void test_sim_save_restore(void) {
     CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"no.bin\"}", NULL, 0, false), 400);
     CHECK(strstr(g_sbuf, "invalid slot save file") != NULL);
     CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"g.bin\"}", "garbage\n", 8, true), 400);
-    CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"s.bin\"}", file, flen / 2, true), 200);
-    CHECK(strstr(g_sbuf, "\"n_restored\":0") != NULL); /* cut short: nothing, and no error (as the real one) */
+    CHECK_EQ_INT(sim_req("/slots/1?action=restore", "{\"filename\":\"s.bin\"}", file, flen / 2, true), 400);
+    CHECK(strstr(g_sbuf, "invalid slot save file") != NULL); /* cut short: refused, as the real one */
+    CHECK_EQ_INT(g_sim->slots[1].nkv, 0);                    /* and the slot is empty, as the real one's */
     CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"s.bin\"}", file, flen, true), 200);
     CHECK_EQ_INT(rsrv_kv_member_int(g_sbuf, strlen(g_sbuf), "n_restored", g_toks, 8192, &v), RSD_OK);
     CHECK_EQ_INT(v, saved);

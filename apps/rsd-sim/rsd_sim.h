@@ -90,7 +90,10 @@
               action=save / action=restore {"filename": NAME} (rsim_slot_file)
               write and read the slot's KV through the adapter (rsim_resp.file_*,
               rsim_req.file_*), with the real server's answers; a restored slot's next
-              prompt reuses it (cache_n) as a warm one does.
+              prompt reuses it (cache_n) as a warm one does. A restore that fails (no
+              such file, not a save, cut short) answers 400 and leaves the slot empty,
+              as the real one does; a file cut inside its data aborts the real server
+              (GGML_ASSERT, measured on b10116), which rsd-sim does not do.
      ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
               the last request (a request without keep_alive leaves the runner's
               alone); eviction shortest keep_alive first, then name. Final generate /
@@ -3209,6 +3212,7 @@ RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool sa
         rsim_chunk in[RSIM_KV_MAX];
         if (!c->q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > RSIM_KV_MAX ||
             !memchr(d, '\n', c->q->file_len)) {
+            *nkv = 0; /* a restore that fails leaves the slot empty, as the real one */
             rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
             return false;
         }
@@ -3226,7 +3230,12 @@ RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool sa
             in[got++].n = tn;
             d = nl + 1;
         }
-        if (got < want) got = 0; /* cut short: nothing restored, as the real server */
+        if (got < want) { /* cut short: 400 and an empty slot, as the real server where the cut falls
+                             in the file's head (one cut in its data aborts the real one; not modelled) */
+            *nkv = 0;
+            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
+            return false;
+        }
         *nkv = got;
         for (i = 0; i < got; i++) {
             kv[i] = in[i];
@@ -3269,14 +3278,12 @@ RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if (!*id || !end || *end || k < 0 || k >= 4) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
     {
         rsim_chunk kv[1];
-        int n = m->slot_kv[k] ? 1 : 0;
+        int n = m->slot_kv[k] ? 1 : 0, j;
         kv[0] = rsim_chunk_of("", 0, m->id, strlen(m->id));
         kv[0].n = m->slot_kv[k];
-        if (rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), kv, &n)) {
-            int j;
-            m->slot_kv[k] = 0;
-            for (j = 0; j < n; j++) m->slot_kv[k] += kv[j].n;
-        }
+        (void)rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), kv, &n); /* a failed restore empties it too */
+        m->slot_kv[k] = 0;
+        for (j = 0; j < n; j++) m->slot_kv[k] += kv[j].n;
     }
 }
 
