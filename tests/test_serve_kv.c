@@ -188,14 +188,19 @@ static void test_sim_save_restore(void) {
     CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"no.bin\"}", NULL, 0, false), 400);
     CHECK(strstr(g_sbuf, "invalid slot save file") != NULL);
     CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"g.bin\"}", "garbage\n", 8, true), 400);
-    CHECK_EQ_INT(sim_req("/slots/1?action=restore", "{\"filename\":\"s.bin\"}", file, flen / 2, true), 400);
-    CHECK(strstr(g_sbuf, "invalid slot save file") != NULL); /* cut short: refused, as the real one */
+    CHECK_EQ_INT(sim_req("/slots/1?action=restore", "{\"filename\":\"s.bin\"}", file, 5, true), 400);
+    CHECK(strstr(g_sbuf, "invalid slot save file") != NULL); /* cut in its head: refused, as the real one */
     CHECK_EQ_INT(g_sim->slots[1].nkv, 0);                    /* and the slot is empty, as the real one's */
     CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"s.bin\"}", file, flen, true), 200);
     CHECK_EQ_INT(rsrv_kv_member_int(g_sbuf, strlen(g_sbuf), "n_restored", g_toks, 8192, &v), RSD_OK);
     CHECK_EQ_INT(v, saved);
     CHECK_EQ_INT(sim_req("/v1/chat/completions", turn2, NULL, 0, false), 200); /* slot 0 now holds turn 1 */
     CHECK(strstr(g_sbuf, "\"cache_n\":0") == NULL);
+    CHECK_EQ_INT(rsim_exit_code(g_sim), -1);
+    /* cut inside its data: the real server aborts; rsd-sim answers nothing and ends (134) */
+    (void)sim_req("/slots/0?action=restore", "{\"filename\":\"s.bin\"}", file, flen - 2, true);
+    CHECK_EQ_INT(g_sr.action, RSIM_DEFER);
+    CHECK_EQ_INT(rsim_exit_code(g_sim), 134);
     free(g_sim);
 }
 

@@ -472,7 +472,10 @@ int main(int argc, char **argv) {
             printed = true;
         }
         if (rsim_exit_code(a.sim) >= 0) {
-            fprintf(stderr, "E srv  llama_server: exiting due to model loading error\n");
+            if (rsim_exit_code(a.sim) == 134) /* a slot file cut inside its data (rsim_slot_file) */
+                fprintf(stderr, "llama.cpp/src/llama-context.cpp:3099: GGML_ASSERT(nread <= state_size) failed\n");
+            else
+                fprintf(stderr, "E srv  llama_server: exiting due to model loading error\n");
             break;
         }
         if (child && a.sim->m[0].state != child_state_seen) {

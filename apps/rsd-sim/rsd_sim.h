@@ -3178,19 +3178,23 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
    {"id_slot","filename","n_saved","n_written","timings":{"save_ms"}} (an empty slot
    saves 0 tokens); the restore of a missing file or one whose first line is not that is
    400 "Unable to restore slot, no available space in KV cache or invalid slot save
-   file"; a file cut short restores 0 tokens (200, as the real server reads a truncated
-   file); else the slot holds that KV: {"id_slot","filename","n_restored","n_read",
-   "timings":{"restore_ms"}}. The slot's KV is kv[0..*nkv): true when a restore replaced
-   it (the caller then marks the slot used). */
-RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save, rsim_chunk *kv, int *nkv) {
+   file", and the slot is left empty (as the real one's); a file whose first line is
+   whole but whose lines are cut short returns RSIM_SLOT_ABORT with nothing answered:
+   the real server aborts on a file cut inside its data (GGML_ASSERT(nread <=
+   state_size)), and the caller ends the child; else the slot holds that KV:
+   {"id_slot","filename","n_restored","n_read",
+   "timings":{"restore_ms"}}. The slot's KV is kv[0..*nkv): 1 when a restore replaced
+   it (the caller then marks the slot used), 0 otherwise. */
+enum { RSIM_SLOT_ABORT = -1 };
+RSIM_FN int rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save, rsim_chunk *kv, int *nkv) {
     char name[RSIM_NAME_MAX], msg[RSIM_MSG_MAX];
     uint32_t n = 0;
     int i;
     if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, sizeof name)) {
         rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
-        return false;
+        return 0;
     }
-    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return false; }
+    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return 0; }
     if (save) {
         size_t o = (size_t)snprintf(s->file_data, sizeof s->file_data, "rsim-kv 1 %d\n", *nkv);
         for (i = 0; i < *nkv && o < sizeof s->file_data; i++) {
@@ -3204,7 +3208,7 @@ RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool sa
         snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
                  "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
         rsim_reply_set(t, RSIM_O_RAW, 200, msg);
-        return false;
+        return 0;
     }
     {
         const char *d = c->q->file_data, *e = d ? d + c->q->file_len : NULL;
@@ -3214,7 +3218,7 @@ RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool sa
             !memchr(d, '\n', c->q->file_len)) {
             *nkv = 0; /* a restore that fails leaves the slot empty, as the real one */
             rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
-            return false;
+            return 0;
         }
         d = (const char *)memchr(d, '\n', c->q->file_len) + 1;
         while (got < want && d < e) {
@@ -3230,11 +3234,10 @@ RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool sa
             in[got++].n = tn;
             d = nl + 1;
         }
-        if (got < want) { /* cut short: 400 and an empty slot, as the real server where the cut falls
-                             in the file's head (one cut in its data aborts the real one; not modelled) */
+        if (got < want) { /* its head is whole, its data cut short: the real server aborts
+                             (GGML_ASSERT(nread <= state_size)); the caller ends the child */
             *nkv = 0;
-            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
-            return false;
+            return RSIM_SLOT_ABORT;
         }
         *nkv = got;
         for (i = 0; i < got; i++) {
@@ -3244,7 +3247,7 @@ RSIM_FN bool rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool sa
         snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
                  "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)n, (unsigned)c->q->file_len);
         rsim_reply_set(t, RSIM_O_RAW, 200, msg);
-        return true;
+        return 1;
     }
 }
 
@@ -3281,8 +3284,13 @@ RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         int n = m->slot_kv[k] ? 1 : 0, j;
         kv[0] = rsim_chunk_of("", 0, m->id, strlen(m->id));
         kv[0].n = m->slot_kv[k];
-        (void)rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), kv, &n); /* a failed restore empties it too */
-        m->slot_kv[k] = 0;
+        if (rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), kv, &n) == RSIM_SLOT_ABORT) {
+            /* its child aborted: the real router answers this and shows it unloaded, failed */
+            rsim_r_exited(s, i, 134);
+            rsim_reply_set(t, RSIM_O_PLAIN_JSON, 500, "proxy error: Failed to read connection");
+            return;
+        }
+        m->slot_kv[k] = 0; /* a failed restore empties it too */
         for (j = 0; j < n; j++) m->slot_kv[k] += kv[j].n;
     }
 }
@@ -3365,8 +3373,13 @@ RSIM_FN void rsim_server_slot_action(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     k = strtol(id, &end, 10);
     if (!*id || !end || *end) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
     if (strcmp(a, "erase")) {
+        int r;
         if (k < 0 || k >= s->o.parallel || k >= RSIM_MAX_SLOTS) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
-        if (rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), s->slots[k].kv, &s->slots[k].nkv)) {
+        r = rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), s->slots[k].kv, &s->slots[k].nkv);
+        if (r == RSIM_SLOT_ABORT) { /* the server aborts: no answer, the process ends (rsim_exit_code 134) */
+            t->op = RSIM_OP_HANG;
+            s->exit_code = 134;
+        } else if (r > 0) {
             s->slots[k].used = true;
             s->slots[k].id_task = ++s->task_seq;
         }
