@@ -1564,11 +1564,20 @@
        not told apart (llama-server refuses a file of another shape). All of it
        is bounded by kv_timeout_ms (0 = 10 s) and half of what is left of the
        ensure's deadline; a failed or slow save or restore is logged (WARN) and
-       costs that slot's cache, never the unload, the load or the ensure. The
-       router deletes no file and has no budget for DIR: that is the operator's
-       (rsd-serve's kv_cache_dir has both: in front of rsd-serve leave kv_slots
-       off and set kv_cache_dir there). A /slots answer over 32 KiB or 2048 JSON
-       tokens (about 16 busy slots) saves nothing.
+       costs that slot's cache, not the unload, the load or the ensure (but see a
+       restore that ends the child, below). The router deletes no file and has
+       no budget for DIR: that is the operator's (rsd-serve's kv_cache_dir has
+       both: in front of rsd-serve leave kv_slots off and set kv_cache_dir
+       there). A /slots answer over 32 KiB or 2048 JSON tokens (about 16 busy
+       slots) saves nothing. A restore the child does not answer ends it:
+       llama-server aborts on a file cut inside its data (as a save that a full
+       disk cut short leaves), and the router answers 500 and shows the model
+       unloaded (a 500, a 502 or no answer at all is taken for this). That file
+       is not restored again by this ensurer until it saves that slot again;
+       the slots are listed again, which loads the model again (the router's
+       autoload), and the other files are restored into it (at most twice in
+       one ensure). When that list fails the model is not loaded, and the
+       ensure fails with RSD_ERR_POOL_CRASHED.
        int rsd_ensurer_sync(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve_sync, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
@@ -12502,7 +12511,8 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #define RSDI_EN_KV_BUILT 1
 #endif
 #define RSDI_EN_KV_ON(e) (RSDI_EN_KV_BUILT && (e)->kv != NULL)
-enum { RSDI_EN_KV_BODY = 32768, RSDI_EN_KV_TOKS = 2048, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000 };
+enum { RSDI_EN_KV_BODY = 32768, RSDI_EN_KV_TOKS = 2048, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000,
+       RSDI_EN_KV_BAD = 16, RSDI_EN_KV_RELISTS = 2 };
 enum { RSDI_EN_KV_NONE = 0, RSDI_EN_KV_LIST, RSDI_EN_KV_FILE };
 /* The slot saves of desc.kv_slots (the "slot saves" section). */
 typedef struct rsdi_en_kv {
@@ -12515,6 +12525,10 @@ typedef struct rsdi_en_kv {
     uint64_t key, deadline;
     int ids[RSDI_EN_KV_SLOTS], n, cur;
     int saved, restored;              /* this ensure's (the result's kv_saved, kv_restored) */
+    int relists;                      /* this ensure's lists again after a restore ended the child */
+    uint64_t bad[RSDI_EN_KV_BAD];     /* files whose restore ended the child (rsdi_en_kv_file_id), kept
+                                         until this ensurer saves that slot again; 0 = free */
+    int bad_next;                     /* the entry the next bad file takes (the oldest goes) */
     size_t len;
     bool over;
     char body[RSDI_EN_KV_BODY];
@@ -14025,7 +14039,7 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
     e->n_ls_stopped = 0;
     if (RSDI_EN_KV_ON(e)) {
         e->kv->phase = RSDI_EN_KV_NONE;
-        e->kv->saved = e->kv->restored = 0;
+        e->kv->saved = e->kv->restored = e->kv->relists = 0;
         e->kv->restore_tried = false;
     }
     e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
@@ -14299,6 +14313,32 @@ RSDI_PRIVATE uint64_t rsdi_en_kv_fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+/* The id of slot id's file under k->key (never 0: 0 marks a free entry of k->bad). */
+RSDI_PRIVATE uint64_t rsdi_en_kv_file_id(const rsdi_en_kv *k, int id) {
+    uint64_t h = rsdi_en_kv_fnv(k->key, &id, sizeof id);
+    return h ? h : 1;
+}
+
+/* Whether slot id's file ended the child at a restore (and was not saved again since). */
+RSDI_PRIVATE bool rsdi_en_kv_is_bad(const rsdi_en_kv *k, int id) {
+    uint64_t f = rsdi_en_kv_file_id(k, id);
+    int i;
+    for (i = 0; i < RSDI_EN_KV_BAD; i++)
+        if (k->bad[i] == f) return true;
+    return false;
+}
+
+/* Marks slot id's file bad (on) or good again (off: this ensurer saved it). */
+RSDI_PRIVATE void rsdi_en_kv_mark(rsdi_en_kv *k, int id, bool on) {
+    uint64_t f = rsdi_en_kv_file_id(k, id);
+    int i;
+    for (i = 0; i < RSDI_EN_KV_BAD; i++)
+        if (k->bad[i] == f) k->bad[i] = 0;
+    if (!on) return;
+    k->bad[k->bad_next] = f;
+    k->bad_next = (k->bad_next + 1) % RSDI_EN_KV_BAD;
+}
+
 RSDI_PRIVATE void rsdi_en_kv_body(void *user, const char *data, size_t len) {
     rsdi_en_kv *k = ((rsd_ensurer *)user)->kv;
     if (len > sizeof k->body - 1 - k->len) {
@@ -14422,6 +14462,13 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
         int i, total = ok ? rsd_router_parse_slots(k->body, k->len, k->toks, RSDI_EN_KV_TOKS, sl, RSDI_EN_KV_SLOTS) : -1;
         uint64_t h = 14695981039346656037ull;
         unsigned char sep = 0x1f;
+        if (total < 0 && !k->save && k->relists) { /* the model a restore ended did not come back */
+            k->phase = RSDI_EN_KV_NONE;
+            rsdi_en_fail(e, RSD_ERR_POOL_CRASHED, now_ms,
+                         "kv_slots: '%s' at %s: a slot restore ended its child and GET /slots?model= answered %s %d: "
+                         "not loaded", k->model, e->root, rsd_result_str(ev->result), ev->status);
+            return;
+        }
         if (total < 0) {
             char why[96];
             (void)RSD_SNPRINTF(why, sizeof why, "GET /slots?model= answered %s %d%s", rsd_result_str(ev->result),
@@ -14429,18 +14476,43 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
             rsdi_en_kv_end(e, now_ms, why);
             return;
         }
-        k->n = k->cur = 0;
-        for (i = 0; i < total && i < RSDI_EN_KV_SLOTS; i++)
-            if (sl[i].id < 1000 && (sl[i].n_prompt_tokens > 0 || !k->save)) k->ids[k->n++] = sl[i].id;
         (void)RSD_SNPRINTF(num, sizeof num, "%d %lld", total, (long long)(total ? sl[0].n_ctx : 0));
         h = rsdi_en_kv_fnv(h, e->key, strlen(e->key));
         h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), k->model, strlen(k->model));
         h = rsdi_en_kv_fnv(rsdi_en_kv_fnv(h, &sep, 1), num, strlen(num));
         k->key = h;
+        k->n = k->cur = 0;
+        for (i = 0; i < total && i < RSDI_EN_KV_SLOTS; i++)
+            if (sl[i].id < 1000 && (k->save ? sl[i].n_prompt_tokens > 0 : !rsdi_en_kv_is_bad(k, sl[i].id)))
+                k->ids[k->n++] = sl[i].id;
         rsdi_en_kv_next(e, now_ms);
         return;
     }
+    if (!k->save && (ev->status == 500 || ev->status == 502 ||
+                     (!ev->status && ev->result != RSD_OK && ev->result != RSD_ERR_TIMEOUT))) {
+        /* no answer from the child: llama-server aborts on a file cut inside its data (a
+           save a full disk cut short), and the router shows the model unloaded. Its file is
+           not restored again by this ensurer until it saves that slot; the list is asked
+           again, which loads the model again (the router's autoload), and the other slots
+           are restored into it. */
+        char why[160];
+        rsdi_en_kv_mark(k, k->ids[k->cur], true);
+        (void)RSD_SNPRINTF(why, sizeof why, "the restore of slot %d ended its child (%s %d); that file is left alone%s",
+                           k->ids[k->cur], rsd_result_str(ev->result), ev->status,
+                           k->relists < RSDI_EN_KV_RELISTS ? ", the model loaded again" : "");
+        if (k->relists >= RSDI_EN_KV_RELISTS) {
+            rsdi_en_kv_end(e, now_ms, why);
+            return;
+        }
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %s", k->model,
+                  e->root, why);
+        k->relists++;
+        k->restored = 0; /* the slots restored before it went with the child */
+        if (!rsdi_en_kv_list(e, now_ms)) rsdi_en_kv_end(e, now_ms, "could not send the request (or no time was left)");
+        return;
+    }
     ok = ok && rsd_json_parse(&doc, k->body, k->len, k->toks, RSDI_EN_KV_TOKS) > 0;
+    if (k->save && ok) rsdi_en_kv_mark(k, k->ids[k->cur], false); /* a new file replaces a bad one */
     if (ok && rsd_json_int64(&doc, rsd_json_find(&doc, 0, k->save ? "n_saved" : "n_restored"), &v) == RSD_OK && v > 0) {
         if (k->save) k->saved++;
         else k->restored++;

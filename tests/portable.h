@@ -14,6 +14,8 @@
        tp_pclose_code(st)            a popen'ed program's exit code from pclose's status
        tp_count_dir(path)            entries of a directory but those starting with '.';
                                      -1 when it cannot be read (Windows: 0 when absent)
+       tp_find_in_dir(dir, suffix, out, cap)  the path of the first entry whose name ends
+                                     with suffix (not starting with '.'); 0 or -1
        tp_open_handles()             descriptors open in this process (Windows: handles),
                                      for leak checks; -1 when unknown (wine: always), so
                                      a leak check compares -1 with -1 there
@@ -151,6 +153,38 @@ TP_FN int tp_count_dir(const char *path) {
     closedir(d);
     return n;
 #endif
+}
+
+TP_FN int tp_find_in_dir(const char *dir, const char *suffix, char *out, size_t cap) {
+    size_t sl = strlen(suffix), n;
+    int found = -1;
+#if defined(_WIN32)
+    char pat[MAX_PATH];
+    WIN32_FIND_DATAA fd;
+    HANDLE h;
+    snprintf(pat, sizeof pat, "%s\\*", dir);
+    h = FindFirstFileA(pat, &fd);
+    if (h == INVALID_HANDLE_VALUE) return -1;
+    do {
+        n = strlen(fd.cFileName);
+        if (found < 0 && fd.cFileName[0] != '.' && n >= sl && !strcmp(fd.cFileName + n - sl, suffix) &&
+            (size_t)snprintf(out, cap, "%s\\%s", dir, fd.cFileName) < cap)
+            found = 0;
+    } while (FindNextFileA(h, &fd));
+    FindClose(h);
+#else
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL) {
+        n = strlen(e->d_name);
+        if (found < 0 && e->d_name[0] != '.' && n >= sl && !strcmp(e->d_name + n - sl, suffix) &&
+            (size_t)snprintf(out, cap, "%s/%s", dir, e->d_name) < cap)
+            found = 0;
+    }
+    closedir(d);
+#endif
+    return found;
 }
 
 TP_FN int tp_open_handles(void) {

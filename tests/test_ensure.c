@@ -1441,6 +1441,86 @@ static void test_kv_slots_around_a_swap(void) {
     }
 }
 
+/* desc.kv_slots, a restore that ends the child: a's saved file is cut inside its data
+   (a save a full disk cut short), the restore aborts a's child (rsd-sim as the real
+   router: 500 "proxy error", a unloaded), the ensurer lists a's slots again (a loads
+   again) and restores the others; the ensure is RESIDENT. Later ensures of a leave that
+   file alone until a save of slot 0 replaces it. With the router's autoload off, the
+   list again fails and so does the ensure (RSD_ERR_POOL_CRASHED): a is not loaded. */
+static void test_kv_slots_restore_ends_child(void) {
+    const char *args[] = {"--models-max", "1", "--load-ms", "20", "--model", "id=a", "--model", "id=b",
+                          "--slot-save-path", g_state_dir, NULL, NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d = bare_desc();
+    rsd_ensurer *e;
+    char path[1024], buf[4096];
+    size_t len;
+    FILE *f;
+    int base, n, i, aborted, round;
+    for (round = 0; round < 2; round++) {
+        if (round == 1) args[10] = "--no-models-autoload";
+        REQUIRE(sim_start(&s, args) == 0);
+        d.kv_slots = true;
+        e = rsd_ensurer_create(&d);
+        REQUIRE(e != NULL);
+        CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(sim_chat(&s, "a"), 200);
+        CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.kv_saved, 1);
+        REQUIRE(tp_find_in_dir(g_state_dir, "-0.bin", path, sizeof path) == 0);
+        f = fopen(path, "rb");
+        REQUIRE(f != NULL);
+        len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        REQUIRE(len > 4 && memchr(buf, '\n', len) != NULL && (char *)memchr(buf, '\n', len) < buf + len - 2);
+        f = fopen(path, "wb"); /* its first line whole, the rest cut short */
+        REQUIRE(f != NULL);
+        CHECK(fwrite(buf, 1, len - 2, f) == len - 2);
+        fclose(f);
+        base = sim_log(&s);
+        if (round == 1) {
+            CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_ERR_POOL_CRASHED);
+            CHECK_EQ_INT(res.result, RSD_ERR_POOL_CRASHED);
+            CHECK(strstr(res.message, "ended its child") != NULL);
+            n = sim_log(&s);
+            CHECK_EQ_INT(log_count(base, n, "GET", "/slots", "a"), 2);
+            rsd_ensurer_destroy(e);
+            sim_stop(&s);
+            break;
+        }
+        CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(res.kv_restored, 0);
+        n = sim_log(&s);
+        for (i = base, aborted = 0; i < n; i++)
+            if (!strcmp(g_log[i].method, "POST") && !strcmp(g_log[i].path, "/slots/0") && g_log[i].status == 500) aborted++;
+        CHECK_EQ_INT(aborted, 1);
+        CHECK_EQ_INT(log_count(base, n, "GET", "/slots", "a"), 2);    /* listed again after the abort */
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 1); /* that file once */
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/3", "a"), 1); /* the others after the new list */
+        CHECK_EQ_INT(sim_get(&s, "/v1/models", NULL, buf, sizeof buf), 200);
+        CHECK(strstr(buf, "\"id\":\"a\"") != NULL && strstr(strstr(buf, "\"id\":\"a\""), "\"value\":\"loaded\"") != NULL);
+        /* b and back: a held no prompt (nothing saved), and its cut file is not restored again */
+        CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.kv_saved, 0);
+        base = sim_log(&s);
+        CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        n = sim_log(&s);
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 0);
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/1", "a"), 1);
+        /* a new save of slot 0 replaces it: restored again */
+        CHECK_EQ_INT(sim_chat(&s, "a"), 200);
+        CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.kv_saved, 1);
+        CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        CHECK_EQ_INT(res.kv_restored, 1);
+        rsd_ensurer_destroy(e);
+        sim_stop(&s);
+        empty_state_dir();
+    }
+}
+
 int main(int argc, char **argv) {
     int g;
     RSD_TEST_BEGIN(argc, argv);
@@ -1474,6 +1554,7 @@ int main(int argc, char **argv) {
         RUN(test_attribution_over_the_arena_said_and_kept);
         RUN(test_old_key_records_migrate);
         RUN(test_kv_slots_around_a_swap);
+        RUN(test_kv_slots_restore_ends_child);
         if (rsdt_failed > before) printf("  (the failures above: --router-gen %s)\n", g_router_gen);
     }
     g_router_gen = NULL;
