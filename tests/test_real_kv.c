@@ -370,7 +370,8 @@ static void test_real_kv_ensurer_router(void) {
     rsd_ensurer *e;
     rsd_ensure_req q;
     rsd_ensure_result res;
-    char sdir[700];
+    char sdir[700], path[1200];
+    struct stat sb;
     int64_t first_n;
     int files = 0;
     DIR *dd;
@@ -404,6 +405,28 @@ static void test_real_kv_ensurer_router(void) {
     CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.kv_restored, 1);
     check_next_turn(&v, "tiny-a", "ensurer kv_slots around a router swap: next turn", first_n);
+    /* the file cut inside its data (as a full disk leaves a save): its restore aborts
+       tiny-a's child; the ensure lists the slots again (the router loads tiny-a again)
+       and ends RESIDENT with tiny-a loaded, cold */
+    q.model = "tiny-b";
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.kv_saved, 1);
+    path[0] = 0;
+    if ((dd = opendir(sdir)) != NULL) {
+        while ((de = readdir(dd)) != NULL)
+            if (!strncmp(de->d_name, "rsd-", 4) && strstr(de->d_name, "-0.bin") != NULL)
+                snprintf(path, sizeof path, "%s/%s", sdir, de->d_name);
+        closedir(dd);
+    }
+    REQUIRE(path[0] && stat(path, &sb) == 0);
+    REQUIRE(truncate(path, sb.st_size * 3 / 4) == 0);
+    q.model = "tiny-a";
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
+    printf("  ensurer, a restore of a file cut in its data: result %s, outcome %d, kv_restored %d, %s\n",
+           rsd_result_str(res.result), (int)res.outcome, res.kv_restored, res.message);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.kv_restored, 0);
+    CHECK(router_status_is(&v, "tiny-a", "loaded"));
     rsd_ensurer_destroy(e);
     CHECK(real_stop(&r) >= 0);
 }
