@@ -1572,12 +1572,14 @@
        slots) saves nothing. A restore the child does not answer ends it:
        llama-server aborts on a file cut inside its data (as a save that a full
        disk cut short leaves), and the router answers 500 and shows the model
-       unloaded (a 500, a 502 or no answer at all is taken for this). That file
-       is not restored again by this ensurer until it saves that slot again;
-       the slots are listed again, which loads the model again (the router's
-       autoload), and the other files are restored into it (at most twice in
-       one ensure). When that list fails the model is not loaded, and the
-       ensure fails with RSD_ERR_POOL_CRASHED.
+       unloaded (a 500, a 502 or no answer at all is taken for this). The
+       slots are listed again, which loads the model again (the router's
+       autoload); that slot, empty now, is saved over the file (a restore of it
+       then reads 0 tokens, in any process), and the other files are restored
+       (at most twice in one ensure). Until that save succeeds, or this ensurer
+       saves the slot with a prompt again, it does not restore that file again.
+       When the list fails the model is not loaded, and the ensure fails with
+       RSD_ERR_POOL_CRASHED.
        int rsd_ensurer_sync(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve_sync, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
@@ -12512,11 +12514,13 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #endif
 #define RSDI_EN_KV_ON(e) (RSDI_EN_KV_BUILT && (e)->kv != NULL)
 enum { RSDI_EN_KV_BODY = 32768, RSDI_EN_KV_TOKS = 2048, RSDI_EN_KV_SLOTS = 64, RSDI_EN_KV_TIMEOUT_MS = 10000,
-       RSDI_EN_KV_BAD = 16, RSDI_EN_KV_RELISTS = 2 };
-enum { RSDI_EN_KV_NONE = 0, RSDI_EN_KV_LIST, RSDI_EN_KV_FILE };
+       RSDI_EN_KV_BAD = 16, RSDI_EN_KV_RELISTS = 2, RSDI_EN_KV_RELIST_MS = 20 };
+enum { RSDI_EN_KV_NONE = 0, RSDI_EN_KV_LIST, RSDI_EN_KV_FILE, RSDI_EN_KV_HEAL, RSDI_EN_KV_RELIST };
 /* The slot saves of desc.kv_slots (the "slot saves" section). */
 typedef struct rsdi_en_kv {
-    int phase;                        /* NONE, LIST (GET /slots?model=), FILE (one save or restore) */
+    int phase;                        /* NONE, LIST (GET /slots?model=), FILE (one save or restore),
+                                         HEAL (an empty save over a file whose restore ended the child),
+                                         RELIST (the list again, at e->wake: the router has not seen that end yet) */
     bool save;                        /* saving before an unload (held), else restoring after the load */
     bool restore_tried;               /* this ensure's load was looked at */
     uint32_t timeout_ms;              /* desc.kv_timeout_ms */
@@ -12526,6 +12530,7 @@ typedef struct rsdi_en_kv {
     int ids[RSDI_EN_KV_SLOTS], n, cur;
     int saved, restored;              /* this ensure's (the result's kv_saved, kv_restored) */
     int relists;                      /* this ensure's lists again after a restore ended the child */
+    int heal[RSDI_EN_KV_RELISTS], n_heal; /* the slots whose files those were: saved empty once the model is back */
     uint64_t bad[RSDI_EN_KV_BAD];     /* files whose restore ended the child (rsdi_en_kv_file_id), kept
                                          until this ensurer saves that slot again; 0 = free */
     int bad_next;                     /* the entry the next bad file takes (the oldest goes) */
@@ -14039,7 +14044,7 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
     e->n_ls_stopped = 0;
     if (RSDI_EN_KV_ON(e)) {
         e->kv->phase = RSDI_EN_KV_NONE;
-        e->kv->saved = e->kv->restored = e->kv->relists = 0;
+        e->kv->saved = e->kv->restored = e->kv->relists = e->kv->n_heal = 0;
         e->kv->restore_tried = false;
     }
     e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
@@ -14416,14 +14421,14 @@ RSDI_PRIVATE bool rsdi_en_kv_list(rsd_ensurer *e, uint64_t now_ms) {
     return rsdi_en_kv_send(e, url, NULL, now_ms);
 }
 
-/* POST ROOT/slots/ID?action=save|restore for k->ids[k->cur]; false when it cannot be sent. */
-RSDI_PRIVATE bool rsdi_en_kv_file(rsd_ensurer *e, uint64_t now_ms) {
+/* POST ROOT/slots/ID?action=save|restore for slot id (phase FILE, or HEAL: an empty
+   save); false when it cannot be sent. */
+RSDI_PRIVATE bool rsdi_en_kv_file_for(rsd_ensurer *e, int id, bool save, int phase, uint64_t now_ms) {
     rsdi_en_kv *k = e->kv;
     char url[RSD_RECONCILE_URL_MAX + 48], name[48], body[RSD_MODEL_ID_MAX * 6 + 96];
     rsd_json_writer w;
-    (void)RSD_SNPRINTF(name, sizeof name, "rsd-%016llx-%d.bin", (unsigned long long)k->key, k->ids[k->cur]);
-    if (RSD_SNPRINTF(url, sizeof url, "%s/slots/%d?action=%s", e->root, k->ids[k->cur], k->save ? "save" : "restore") >=
-        (int)sizeof url)
+    (void)RSD_SNPRINTF(name, sizeof name, "rsd-%016llx-%d.bin", (unsigned long long)k->key, id);
+    if (RSD_SNPRINTF(url, sizeof url, "%s/slots/%d?action=%s", e->root, id, save ? "save" : "restore") >= (int)sizeof url)
         return false;
     rsd_json_w_init(&w, body, sizeof body);
     (void)rsd_json_w_begin_object(&w);
@@ -14433,8 +14438,13 @@ RSDI_PRIVATE bool rsdi_en_kv_file(rsd_ensurer *e, uint64_t now_ms) {
     (void)rsd_json_w_str(&w, name);
     (void)rsd_json_w_end_object(&w);
     if (rsd_json_w_finish(&w) < 0) return false;
-    k->phase = RSDI_EN_KV_FILE;
+    k->phase = phase;
     return rsdi_en_kv_send(e, url, body, now_ms);
+}
+
+/* The save or restore of k->ids[k->cur]. */
+RSDI_PRIVATE bool rsdi_en_kv_file(rsd_ensurer *e, uint64_t now_ms) {
+    return rsdi_en_kv_file_for(e, e->kv->ids[e->kv->cur], e->kv->save, RSDI_EN_KV_FILE, now_ms);
 }
 
 /* The next file, or the end. */
@@ -14450,6 +14460,16 @@ RSDI_PRIVATE void rsdi_en_kv_next(rsd_ensurer *e, uint64_t now_ms) {
     if (!rsdi_en_kv_file(e, now_ms)) rsdi_en_kv_end(e, now_ms, "could not send the request (or no time was left)");
 }
 
+/* After the model a restore ended came back: its slot, empty now, is saved over the file
+   that ended it (the next restore of it, by any process, reads 0 tokens and ends
+   nothing); then the restores go on. */
+RSDI_PRIVATE void rsdi_en_kv_heal_or_next(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_kv *k = e->kv;
+    if (k->n_heal > 0 && rsdi_en_kv_file_for(e, k->heal[k->n_heal - 1], true, RSDI_EN_KV_HEAL, now_ms)) return;
+    k->n_heal = 0;
+    rsdi_en_kv_next(e, now_ms);
+}
+
 /* An answer of the slot saves. */
 RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
     rsdi_en_kv *k = e->kv;
@@ -14462,6 +14482,15 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
         int i, total = ok ? rsd_router_parse_slots(k->body, k->len, k->toks, RSDI_EN_KV_TOKS, sl, RSDI_EN_KV_SLOTS) : -1;
         uint64_t h = 14695981039346656037ull;
         unsigned char sep = 0x1f;
+        if (total < 0 && !k->save && k->relists &&
+            (ev->status == 500 || ev->status == 502 || (!ev->status && ev->result != RSD_ERR_TIMEOUT)) &&
+            now_ms + RSDI_EN_KV_RELIST_MS < k->deadline) {
+            /* the router proxied it to the child that is gone: it has not seen the exit yet */
+            k->phase = RSDI_EN_KV_RELIST;
+            e->waiting = RSDI_EN_WAIT_WAKE;
+            e->wake = now_ms + RSDI_EN_KV_RELIST_MS;
+            return;
+        }
         if (total < 0 && !k->save && k->relists) { /* the model a restore ended did not come back */
             k->phase = RSDI_EN_KV_NONE;
             rsdi_en_fail(e, RSD_ERR_POOL_CRASHED, now_ms,
@@ -14485,7 +14514,17 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
         for (i = 0; i < total && i < RSDI_EN_KV_SLOTS; i++)
             if (sl[i].id < 1000 && (k->save ? sl[i].n_prompt_tokens > 0 : !rsdi_en_kv_is_bad(k, sl[i].id)))
                 k->ids[k->n++] = sl[i].id;
-        rsdi_en_kv_next(e, now_ms);
+        if (k->save) rsdi_en_kv_next(e, now_ms);
+        else rsdi_en_kv_heal_or_next(e, now_ms);
+        return;
+    }
+    if (k->phase == RSDI_EN_KV_HEAL) {
+        int id = k->heal[--k->n_heal];
+        if (ok) rsdi_en_kv_mark(k, id, false); /* an empty save now: a restore of it ends nothing */
+        rsdi_logf(&e->logger, ok ? RSD_LOG_INFO : RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE,
+                  "kv_slots: '%s' at %s: slot %d's file %s (%s %d)", k->model, e->root, id,
+                  ok ? "replaced by an empty save" : "could not be replaced", rsd_result_str(ev->result), ev->status);
+        rsdi_en_kv_heal_or_next(e, now_ms);
         return;
     }
     if (!k->save && (ev->status == 500 || ev->status == 502 ||
@@ -14506,6 +14545,7 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
         }
         rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "kv_slots: '%s' at %s: %s", k->model,
                   e->root, why);
+        k->heal[k->n_heal++] = k->ids[k->cur];
         k->relists++;
         k->restored = 0; /* the slots restored before it went with the child */
         if (!rsdi_en_kv_list(e, now_ms)) rsdi_en_kv_end(e, now_ms, "could not send the request (or no time was left)");
@@ -14700,6 +14740,11 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
+        if (RSDI_EN_KV_ON(e) && e->kv->phase == RSDI_EN_KV_RELIST) { /* the slots listed again, now */
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (!rsdi_en_kv_list(e, now_ms)) rsdi_en_kv_end(e, now_ms, "could not send the request (or no time was left)");
+            continue;
+        }
         if (!rsdi_en_run_step(e, now_ms)) return RSD_PENDING;
         if (e->phase == RSDI_EN_DONE) return e->final;
     }

@@ -1444,9 +1444,10 @@ static void test_kv_slots_around_a_swap(void) {
 /* desc.kv_slots, a restore that ends the child: a's saved file is cut inside its data
    (a save a full disk cut short), the restore aborts a's child (rsd-sim as the real
    router: 500 "proxy error", a unloaded), the ensurer lists a's slots again (a loads
-   again) and restores the others; the ensure is RESIDENT. Later ensures of a leave that
-   file alone until a save of slot 0 replaces it. With the router's autoload off, the
-   list again fails and so does the ensure (RSD_ERR_POOL_CRASHED): a is not loaded. */
+   again), saves slot 0, empty now, over that file and restores the others; the ensure
+   is RESIDENT. A later restore of that file reads 0 tokens. With the router's autoload
+   off, the list again fails and so does the ensure (RSD_ERR_POOL_CRASHED): a is not
+   loaded. */
 static void test_kv_slots_restore_ends_child(void) {
     const char *args[] = {"--models-max", "1", "--load-ms", "20", "--model", "id=a", "--model", "id=b",
                           "--slot-save-path", g_state_dir, NULL, NULL};
@@ -1497,18 +1498,26 @@ static void test_kv_slots_restore_ends_child(void) {
             if (!strcmp(g_log[i].method, "POST") && !strcmp(g_log[i].path, "/slots/0") && g_log[i].status == 500) aborted++;
         CHECK_EQ_INT(aborted, 1);
         CHECK_EQ_INT(log_count(base, n, "GET", "/slots", "a"), 2);    /* listed again after the abort */
-        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 1); /* that file once */
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 2); /* its restore, then the empty save */
         CHECK_EQ_INT(log_count(base, n, "POST", "/slots/3", "a"), 1); /* the others after the new list */
+        f = fopen(path, "rb");
+        REQUIRE(f != NULL);
+        len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        CHECK(len == 12 && !memcmp(buf, "rsim-kv 1 0\n", 12)); /* an empty save now */
         CHECK_EQ_INT(sim_get(&s, "/v1/models", NULL, buf, sizeof buf), 200);
         CHECK(strstr(buf, "\"id\":\"a\"") != NULL && strstr(strstr(buf, "\"id\":\"a\""), "\"value\":\"loaded\"") != NULL);
-        /* b and back: a held no prompt (nothing saved), and its cut file is not restored again */
+        /* b and back: a held no prompt (nothing saved); its file restores 0 tokens */
         CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
         CHECK_EQ_INT(res.kv_saved, 0);
         base = sim_log(&s);
         CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
         n = sim_log(&s);
-        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 0);
-        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/1", "a"), 1);
+        CHECK_EQ_INT(log_count(base, n, "POST", "/slots/0", "a"), 1);
+        CHECK_EQ_INT(res.kv_restored, 0);
+        for (i = base, aborted = 0; i < n; i++)
+            if (!strcmp(g_log[i].method, "POST") && !strcmp(g_log[i].path, "/slots/0") && g_log[i].status != 200) aborted++;
+        CHECK_EQ_INT(aborted, 0);
         /* a new save of slot 0 replaces it: restored again */
         CHECK_EQ_INT(sim_chat(&s, "a"), 200);
         CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);

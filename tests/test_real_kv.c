@@ -363,6 +363,15 @@ static void test_real_kv_router_passes_slots(void) {
    tiny-a's chat left is saved (the router given --slot-save-path) before the ensure of
    tiny-b unloads it, and restored after the next ensure of tiny-a loads it again, so the
    next turn re-processes only its new tokens. */
+static int g_ended; /* the ensurer's log lines that say a restore ended its child */
+static void count_ended(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    (void)user;
+    (void)level;
+    (void)item;
+    (void)where;
+    if (msg && strstr(msg, "ended its child")) g_ended++;
+}
+
 static void test_real_kv_ensurer_router(void) {
     real_server r;
     serve_proc v;
@@ -381,6 +390,8 @@ static void test_real_kv_ensurer_router(void) {
     d.no_state = true;
     d.ignore_env = true;
     d.kv_slots = true;
+    d.logger.fn = count_ended;
+    g_ended = 0;
     e = rsd_ensurer_create(&d);
     REQUIRE(e != NULL);
     memset(&q, 0, sizeof q);
@@ -427,6 +438,19 @@ static void test_real_kv_ensurer_router(void) {
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.kv_restored, 0);
     CHECK(router_status_is(&v, "tiny-a", "loaded"));
+    /* that slot, empty after the abort, was saved over the file: a small save now, and a
+       later restore of it (here by a new ensurer, which knows nothing) ends nothing */
+    CHECK(stat(path, &sb) == 0 && sb.st_size < 1024);
+    rsd_ensurer_destroy(e);
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e != NULL);
+    q.model = "tiny-b";
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
+    q.model = "tiny-a";
+    CHECK_EQ_INT(rsd_ensurer_sync(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.kv_restored, 0);
+    CHECK(router_status_is(&v, "tiny-a", "loaded"));
+    CHECK_EQ_INT(g_ended, 1); /* the one abort above; none at this restore */
     rsd_ensurer_destroy(e);
     CHECK(real_stop(&r) >= 0);
 }
