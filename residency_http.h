@@ -695,7 +695,10 @@
    int rsd_procs_spawn(p, spec, now_ms, &h)
        RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
        SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
-       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (no wait).
+       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (no wait). On
+       Windows rsd_proc_info also names the call that failed and its own code
+       (.os_call, .os_err: GetLastError(); .err is EIO for a code without an
+       errno value), and the log line and the fleet's reason quote both.
        Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
        argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
        Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close;
@@ -2703,6 +2706,9 @@ typedef struct rsd_proc_info {
     int exit_code, term_signal; /* as in rsd_proc_event; -1 / 0 while running */
     bool core_dumped;
     int err;                    /* spawn errno, 0 = none */
+    uint32_t os_err;            /* Windows: the failed spawn call's GetLastError() (err is its errno
+                                   value, EIO when it has none); 0 elsewhere or when none */
+    const char *os_call;        /* that call ("CreateProcessW"...), NULL when os_err is 0 */
     bool was_ready, killed, timed_out, stop_requested;
     uint64_t out_bytes;         /* output bytes read so far (the ring keeps the last ring_bytes) */
     uint64_t out_lines;         /* newlines read so far */
@@ -7276,6 +7282,8 @@ typedef struct rsdi_proc_slot {
     size_t line_len;             /* log forwarding */
     char line[RSD_PROC_LINE_MAX];
     char name[RSD_PROC_NAME_MAX];
+    uint32_t os_err;             /* Windows: GetLastError() of the spawn call that failed */
+    const char *os_call;         /* ... and that call's name */
 } rsdi_proc_slot;
 
 struct rsd_procs {
@@ -8048,6 +8056,14 @@ RSDI_PRIVATE int rsdi_proc_posix_spawn(rsd_procs *p, const char *cwd, int nullfd
    the slot keeps, its own process group (Windows: its own job object too). Sets
    s->pid, s->pgid and the slot's handles. 0 or an errno value (nothing left running). */
 #if defined(_WIN32)
+/* The errno value of the Windows call `what` that just failed; its own code and name are
+   kept in the slot for the error messages (rsd_proc_info.os_err). */
+RSDI_PRIVATE int rsdi_proc_win_err(rsdi_proc_slot *s, const char *what) {
+    DWORD w = GetLastError();
+    s->os_err = (uint32_t)w;
+    s->os_call = what;
+    return rsdi_win_errno(w);
+}
 RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *cwd, bool own_env) {
     SECURITY_ATTRIBUTES sa;
     STARTUPINFOEXW si;
@@ -8070,17 +8086,17 @@ RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *c
     sa.nLength = (DWORD)sizeof sa;
     sa.lpSecurityDescriptor = NULL;
     sa.bInheritHandle = TRUE;
-    if (!CreatePipe(&rd, &wr, &sa, RSDI_PROC_PIPE_BYTES)) return rsdi_win_errno(GetLastError());
+    if (!CreatePipe(&rd, &wr, &sa, RSDI_PROC_PIPE_BYTES)) return rsdi_proc_win_err(s, "CreatePipe");
     (void)SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
     nul = CreateFileW(L"NUL", GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa, OPEN_EXISTING, 0, NULL);
-    if (nul == INVALID_HANDLE_VALUE) err = rsdi_win_errno(GetLastError());
-    if (!err && !(job = CreateJobObjectW(NULL, NULL))) err = rsdi_win_errno(GetLastError());
+    if (nul == INVALID_HANDLE_VALUE) err = rsdi_proc_win_err(s, "CreateFileW(NUL)");
+    if (!err && !(job = CreateJobObjectW(NULL, NULL))) err = rsdi_proc_win_err(s, "CreateJobObjectW");
     if (!err && !p->survive_parent) { /* children die with their parent: its job's last handle */
         JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
         memset(&li, 0, sizeof li);
         li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
         if (!SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, (DWORD)sizeof li))
-            err = rsdi_win_errno(GetLastError());
+            err = rsdi_proc_win_err(s, "SetInformationJobObject");
     }
     if (err) goto out;
     memset(&si, 0, sizeof si);
@@ -8109,12 +8125,12 @@ RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *c
     if (!GetConsoleWindow()) flags |= CREATE_NO_WINDOW;
     if (!CreateProcessW(p->wpath, p->wcmd, NULL, NULL, TRUE, flags, own_env ? p->wenv : NULL,
                         cwd ? p->wcwd : NULL, &si.StartupInfo, &pi)) {
-        err = rsdi_win_errno(GetLastError());
+        err = rsdi_proc_win_err(s, "CreateProcessW");
         goto out;
     }
     /* suspended until it is in its job, so whatever it starts is in the job too */
     if (!AssignProcessToJobObject(job, pi.hProcess)) {
-        err = rsdi_win_errno(GetLastError());
+        err = rsdi_proc_win_err(s, "AssignProcessToJobObject");
         (void)TerminateProcess(pi.hProcess, RSDI_PROC_KILL_CODE);
         (void)WaitForSingleObject(pi.hProcess, RSD_PROC_DESTROY_WAIT_MS);
         (void)CloseHandle(pi.hThread);
@@ -8826,8 +8842,13 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         s->err = err;
         s->state = RSD_PROC_FAILED;
         s->end_ms = now_ms;
-        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL,
-                  "%s: could not launch %s: %s", s->name, s->args, strerror(err));
+        if (s->os_err)
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL,
+                      "%s: could not launch %s: %s (%s: Windows error %lu)", s->name, s->args, strerror(err),
+                      s->os_call ? s->os_call : "?", (unsigned long)s->os_err);
+        else
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL,
+                      "%s: could not launch %s: %s", s->name, s->args, strerror(err));
         rsdi_proc_event(p, s, RSD_PROC_EV_SPAWN_FAILED, now_ms);
         return RSD_ERR_SPAWN;
     }
@@ -9083,6 +9104,8 @@ RSD_API int rsd_procs_query_proc(const rsd_procs *p, rsd_proc_h h, rsd_proc_info
     info->term_signal = s->term_signal;
     info->core_dumped = s->core_dumped;
     info->err = s->err;
+    info->os_err = s->os_err;
+    info->os_call = s->os_err ? s->os_call : NULL;
     info->was_ready = s->was_ready;
     info->killed = s->killed;
     info->timed_out = s->timed_out;
@@ -15588,7 +15611,10 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc_h pp, i
         return;
     }
     /* it never ran; the waiting requests fail now, quoting why. */
-    if (r == RSD_ERR_SPAWN && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK)
+    if (r == RSD_ERR_SPAWN && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK && info.os_err)
+        (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s (errno %d; %s: Windows error %lu)",
+                       strerror(info.err), info.err, info.os_call, (unsigned long)info.os_err);
+    else if (r == RSD_ERR_SPAWN && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK)
         (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s (errno %d)",
                        strerror(info.err), info.err);
     else
