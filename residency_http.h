@@ -8839,16 +8839,15 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
     err = rsdi_proc_resolve(p, rsdi_proc_exe(spec), rsdi_proc_path_var(spec->env), spec->cwd);
     if (!err) err = rsdi_proc_launch(p, s, spec->cwd, own_env);
     if (err) {
+        char os[64] = "";
         s->err = err;
         s->state = RSD_PROC_FAILED;
         s->end_ms = now_ms;
         if (s->os_err)
-            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL,
-                      "%s: could not launch %s: %s (%s: Windows error %lu)", s->name, s->args, strerror(err),
-                      s->os_call ? s->os_call : "?", (unsigned long)s->os_err);
-        else
-            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL,
-                      "%s: could not launch %s: %s", s->name, s->args, strerror(err));
+            (void)RSD_SNPRINTF(os, sizeof os, " (%s: Windows error %lu)", s->os_call ? s->os_call : "?",
+                               (unsigned long)s->os_err);
+        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL, "%s: could not launch %s: %s%s",
+                  s->name, s->args, strerror(err), os);
         rsdi_proc_event(p, s, RSD_PROC_EV_SPAWN_FAILED, now_ms);
         return RSD_ERR_SPAWN;
     }
@@ -14347,6 +14346,12 @@ RSDI_PRIVATE uint64_t rsdi_en_kv_file_id(const rsdi_en_kv *k, int id) {
     return h ? h : 1;
 }
 
+/* An answer that says the router's child is gone: 500 or 502 (the router's "proxy
+   error"), or no answer at all (a timeout is not this: the child may be slow). */
+RSDI_PRIVATE bool rsdi_en_kv_child_gone(const rsd_http_event *ev) {
+    return ev->status == 500 || ev->status == 502 || (!ev->status && ev->result != RSD_OK && ev->result != RSD_ERR_TIMEOUT);
+}
+
 /* Whether slot id's file ended the child at a restore (and was not saved again since). */
 RSDI_PRIVATE bool rsdi_en_kv_is_bad(const rsdi_en_kv *k, int id) {
     uint64_t f = rsdi_en_kv_file_id(k, id);
@@ -14505,8 +14510,7 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
         int i, total = ok ? rsd_router_parse_slots(k->body, k->len, k->toks, RSDI_EN_KV_TOKS, sl, RSDI_EN_KV_SLOTS) : -1;
         uint64_t h = 14695981039346656037ull;
         unsigned char sep = 0x1f;
-        if (total < 0 && !k->save && k->relists &&
-            (ev->status == 500 || ev->status == 502 || (!ev->status && ev->result != RSD_ERR_TIMEOUT)) &&
+        if (total < 0 && !k->save && k->relists && rsdi_en_kv_child_gone(ev) &&
             now_ms + RSDI_EN_KV_RELIST_MS < k->deadline) {
             /* the router proxied it to the child that is gone: it has not seen the exit yet */
             k->phase = RSDI_EN_KV_RELIST;
@@ -14550,8 +14554,7 @@ RSDI_PRIVATE void rsdi_en_kv_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
         rsdi_en_kv_heal_or_next(e, now_ms);
         return;
     }
-    if (!k->save && (ev->status == 500 || ev->status == 502 ||
-                     (!ev->status && ev->result != RSD_OK && ev->result != RSD_ERR_TIMEOUT))) {
+    if (!k->save && rsdi_en_kv_child_gone(ev)) {
         /* no answer from the child: llama-server aborts on a file cut inside its data (a
            save a full disk cut short), and the router shows the model unloaded. Its file is
            not restored again by this ensurer until it saves that slot; the list is asked
@@ -15611,12 +15614,12 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc_h pp, i
         return;
     }
     /* it never ran; the waiting requests fail now, quoting why. */
-    if (r == RSD_ERR_SPAWN && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK && info.os_err)
-        (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s (errno %d; %s: Windows error %lu)",
-                       strerror(info.err), info.err, info.os_call, (unsigned long)info.os_err);
-    else if (r == RSD_ERR_SPAWN && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK)
-        (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s (errno %d)",
-                       strerror(info.err), info.err);
+    if (r == RSD_ERR_SPAWN && rsd_procs_query_proc(f->procs, h, &info) == RSD_OK) {
+        char os[64] = "";
+        if (info.os_err)
+            (void)RSD_SNPRINTF(os, sizeof os, "; %s: Windows error %lu", info.os_call, (unsigned long)info.os_err);
+        (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s (errno %d%s)", strerror(info.err), info.err, os);
+    }
     else
         (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
     rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
