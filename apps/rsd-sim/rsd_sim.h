@@ -93,7 +93,8 @@
               prompt reuses it (cache_n) as a warm one does. A restore that fails (no
               such file, not a save, cut short) answers 400 and leaves the slot empty,
               as the real one does; a file cut inside its data aborts the real server
-              (GGML_ASSERT, measured on b10116), which rsd-sim does not do.
+              (GGML_ASSERT, measured on b10116), and rsd-sim's server ends with
+              nothing answered (exit 134; rsim_slot_file).
      ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
               the last request (a request without keep_alive leaves the runner's
               alone); eviction shortest keep_alive first, then name. Final generate /
