@@ -1859,6 +1859,13 @@
            !ok: only this model's waiters FAIL (RSD_ERR_POOL_LOAD_FAILED), the
            slot stops routing at once (FAILED) and a STOP is emitted; slot and
            reservation are freed by on_exited (the process may still hold VRAM).
+       rsd_pool_restart(pool, proc, now)
+           A STARTING process is given up and its model started anew (the host
+           found the process unfit before its first request): the slot stops
+           routing at once and a STOP (why RESTART) is emitted; the model's
+           waiters keep waiting and a new SPAWN comes as soon as room allows
+           (it may come before the old process is gone). No load failure is
+           counted and no backoff starts. RSD_ERR_STATE when not STARTING.
        rsd_pool_on_exited(pool, proc, now)
            After a STOP, or unasked (a crash): the slot is EMPTY and its
            reservation freed at once. A crash orphans the requests that
@@ -4108,6 +4115,7 @@ typedef enum rsd_pool_why {
     RSD_POOL_WHY_SHUTDOWN,    /* rsd_pool_stop */
     RSD_POOL_WHY_LOAD_FAILED, /* rsd_pool_on_started(ok = false) */
     RSD_POOL_WHY_LEASE,       /* idle victim stopped to free bytes for a lease */
+    RSD_POOL_WHY_RESTART,     /* rsd_pool_restart: its start is made again */
     RSD_POOL_WHY_NUM
 } rsd_pool_why;
 
@@ -4302,6 +4310,9 @@ RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req_h req, uint64_t now_ms
 RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req_h req, uint64_t now_ms);
 /* Report the end of a load started by SPAWN: ok = healthy; !ok = failed (pool emits STOP). */
 RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc_h proc, bool ok, uint64_t now_ms);
+/* A STARTING process is given up and its model started again: STOP (why RESTART), the
+   model's waiters keep waiting; no load failure, no backoff. */
+RSD_API int rsd_pool_restart(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_ms);
 /* Report that a slot's process is gone (after STOP, or a crash); frees slot and reservation. */
 RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_ms);
 /* Replace a slot's claim-time reservation with the measured figure. */
@@ -13455,7 +13466,7 @@ RSD_API const char *rsd_pool_slot_state_str(int state) {
 
 RSD_API const char *rsd_pool_why_str(int why) {
     static const char *const n[] = {"none", "evict", "ttl", "trim", "starve", "unload",
-                                    "shutdown", "load-failed", "lease"};
+                                    "shutdown", "load-failed", "lease", "restart"};
     return why >= 0 && why < (int)RSD_POOL_WHY_NUM ? n[why] : "unknown";
 }
 
@@ -13939,6 +13950,24 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc_h proc, bool ok, u
         sl->idle_deadline_ms = ttl ? rsdi_pool_at(pool->now_ms, ttl) : RSD_NO_DEADLINE;
         if (pool->want_head >= 0) rsdi_pool_pass(pool);
     }
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_restart(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s, m;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    sl = &pool->slots[s];
+    if (sl->state != RSD_POOL_SLOT_STARTING) return RSD_ERR_STATE;
+    if (sl->pending == RSD_POOL_ACTION_SPAWN) rsdi_pool_act_del(pool, s);
+    m = sl->model;
+    rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_RESTART);
+    sl->model = m; /* kept for the STOP action; no longer routes requests */
+    pool->models[m].slot = -1;
+    if (pool->models[m].wq_count) rsdi_pool_want_add(pool, m);
+    rsdi_pool_pass(pool);
     return RSD_OK;
 }
 

@@ -1871,9 +1871,14 @@
                    prepares the child (e.g. restores its saved slots), until
                    rsd_fleet_ready_go(f, model) or ready_hold_ms after the READY (then
                    it goes by itself and logs FLEET_READY at warn). A held process that
-                   exits fails the waiting requests as a start that failed ("... while
-                   its ready was held"); a STOP ends the hold (the pool stops a process
-                   it never saw ready, and its stop may be held as below).
+                   exits, or that the host gives up (rsd_fleet_ready_restart(f, model,
+                   why): its restore failed, say; the process is killed), starts the
+                   model again: the waiting requests keep waiting for the new process
+                   (CRASHED "... while its ready was held; starting it again"). A
+                   second one in a row (RSD_FLEET_HELD_RESTARTS) fails them as a start
+                   that failed ("... while its ready was held"). A STOP ends the hold
+                   (the pool stops a process it never saw ready, and its stop may be
+                   held as below).
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
                    "not ready within N ms") and the last output lines. CRASHED.
@@ -1980,6 +1985,9 @@
    rsd_fleet_ready_go(f, m, now): model m's held ready (desc.ready_hold_ms) goes on now:
        the pool is told, and the GRANTs of its waiting requests are queued when it
        returns. RSD_OK, RSD_ERR_NOT_FOUND (m holds no ready), RSD_ERR_ARG.
+   rsd_fleet_ready_restart(f, m, why, now): model m's held ready is given up: its process
+       is killed (why is logged and quoted) and the model starts again, as above.
+       RSD_OK, RSD_ERR_NOT_FOUND (m holds no ready), RSD_ERR_ARG.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
@@ -3302,6 +3310,7 @@ enum {
     RSD_FLEET_HEALTH_PATH_MAX = 256,            /* bytes of health_path, including the NUL */
     RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5,          /* output-triggered probes at most this often */
     RSD_FLEET_READY_SCAN_BYTES = 512,           /* new output looked at for "model loaded" */
+    RSD_FLEET_HELD_RESTARTS = 1,                /* held readies lost in a row that start the model again */
     RSD_FLEET_WATCHDOG_FAILURES_DEFAULT = 3,    /* failed /health polls in a row before a restart */
     RSD_FLEET_WATCHDOG_ERRORS_DEFAULT = 5,      /* 5xx answers in a row before a restart */
     RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT = 5,    /* watchdog restarts in a row, then it gives up */
@@ -3465,6 +3474,11 @@ RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms);
    waiting requests (their GRANTs are queued when it returns). RSD_OK, RSD_ERR_NOT_FOUND
    (none held) or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_ready_go(rsd_fleet *f, int model, uint64_t now_ms);
+/* A held ready of model's process is given up (why: the host's reason, logged): the
+   process is killed and, as for a held process that exits, the model starts again for
+   its waiting requests (or they fail). RSD_OK, RSD_ERR_NOT_FOUND (none held) or
+   RSD_ERR_ARG. */
+RSD_API int rsd_fleet_ready_restart(rsd_fleet *f, int model, const char *why, uint64_t now_ms);
 /* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need); how
    many it wants (min(that, cap) written). */
 RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap);
@@ -15204,6 +15218,7 @@ typedef struct rsdi_fleet_model {
     int exit_code;             /* of its last process (128+signal, 127 never ran) */
     uint32_t wd_restarts;      /* watchdog restarts in a row */
     uint64_t wd_restart_at;    /* load it again then (0 = none) */
+    uint32_t held_restarts;    /* held readies lost in a row (RSD_FLEET_HELD_RESTARTS) */
     uint32_t msg_gen;
     char msg[RSD_FLEET_MESSAGE_MAX];
 } rsdi_fleet_model;
@@ -15553,6 +15568,7 @@ RSDI_PRIVATE int rsdi_fleet_known_slots(const rsd_proc_spec *sp) {
 RSDI_PRIVATE void rsdi_fleet_ready_on(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
     s->ready_until = 0;
     s->told = true;
+    f->models[s->model].held_restarts = 0;
     s->wd_next_ms = f->wd_interval ? now_ms + f->wd_interval : 0;
     (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
 }
@@ -15651,11 +15667,24 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         (void)RSD_SNPRINTF(status, sizeof status, "killed by signal %d", pe->term_signal);
     else
         (void)RSD_SNPRINTF(status, sizeof status, "exited with code %d", pe->exit_code);
-    if (!s->told && !s->stopping) { /* an early exit ends the wait at once (a held ready's too) */
-        (void)RSD_SNPRINTF(reason, sizeof reason, "%s %s", status,
-                           s->ready ? "while its ready was held" : "before it was ready");
+    if (!s->told && !s->stopping && s->ready && f->models[model].held_restarts < RSD_FLEET_HELD_RESTARTS) {
+        /* its ready was held: the host's preparation may have ended it; once, its waiters wait for a new one */
+        f->models[model].held_restarts++;
+        (void)RSD_SNPRINTF(reason, sizeof reason, "%s while its ready was held%s%s; starting it again for the requests waiting",
+                           status, s->wd_why[0] ? ": " : "", s->wd_why);
+        rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
+        s->told = true;
+        (void)rsd_pool_restart(f->pool, pp, now_ms);
+        kind = RSD_FLEET_EV_CRASHED;
+        result = RSD_ERR_POOL_CRASHED;
+        msg_model = model;
+    } else if (!s->told && !s->stopping) { /* an early exit ends the wait at once (a held ready's too) */
+        (void)RSD_SNPRINTF(reason, sizeof reason, "%s %s%s%s", status,
+                           s->ready ? "while its ready was held" : "before it was ready", s->wd_why[0] ? ": " : "",
+                           s->wd_why);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_FLEET_START, reason);
         s->told = true;
+        f->models[model].held_restarts = 0;
         (void)rsd_pool_on_started(f->pool, pp, false, now_ms);
         kind = RSD_FLEET_EV_CRASHED;
         result = RSD_ERR_FLEET_START;
@@ -16280,6 +16309,20 @@ RSD_API int rsd_fleet_ready_go(rsd_fleet *f, int model, uint64_t now_ms) {
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if (!(s = rsdi_fleet_held(f, model, true))) return RSD_ERR_NOT_FOUND;
     rsdi_fleet_ready_on(f, s, now_ms);
+    return rsdi_fleet_then(f, RSD_OK, now_ms);
+}
+
+RSD_API int rsd_fleet_ready_restart(rsd_fleet *f, int model, const char *why, uint64_t now_ms) {
+    rsdi_fleet_slot *s;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if (!(s = rsdi_fleet_held(f, model, true))) return RSD_ERR_NOT_FOUND;
+    s->ready_until = 0;
+    (void)RSD_SNPRINTF(s->wd_why, sizeof s->wd_why, "%s", why && why[0] ? why : "the host gave its ready up");
+    rsdi_fleet_cancel_probe(f, s);
+    rsdi_logf(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_CRASHED, RSDI_WHERE, "fleet: %s pid %lld: %s; killed",
+              rsdi_fleet_model_id(f, model), (long long)s->pid, s->wd_why);
+    (void)rsd_procs_kill(f->procs, s->proc, now_ms);
+    /* its exit (rsdi_fleet_gone) starts the model again for its waiters, or fails them */
     return rsdi_fleet_then(f, RSD_OK, now_ms);
 }
 

@@ -1709,28 +1709,106 @@ static void test_ready_hold(void) {
     CHECK(no_children());
 }
 
-/* A held process that dies: its waiting requests fail as in a start that failed (the pool
-   never saw it ready), and nothing stays held. */
+/* A held process that dies: the model starts again once and its waiting request waits for
+   the new process (the host's preparation may have ended it); a second death in a row
+   fails the request as a start that failed (the pool never saw it ready), and nothing
+   stays held. A later request gets its own start again. */
 static void test_ready_hold_exit(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
     rsd_fleet_info fi;
     rsd_pool_req_h r;
-    const logged *rd, *l;
+    const logged *rd, *rd2, *l;
+    uint16_t port = 0;
     REQUIRE((f = held_one(&a, &r, &rd)) != NULL);
     sim_crash(rd->ev.port, "a.gguf", 3);
+    rd2 = await(f, RSD_FLEET_EV_READY, a, 1);
+    REQUIRE(rd2 != NULL);
+    CHECK(rd2->ev.held && rd2->ev.pid != rd->ev.pid);
+    l = find_kind(RSD_FLEET_EV_CRASHED, a, 0);
+    CHECK(l && l->ev.result == RSD_ERR_POOL_CRASHED && l->ev.exit_code == 3);
+    CHECK(l && strstr(l->msg, "exited with code 3 while its ready was held; starting it again") != NULL);
+    CHECK(answer_of(r) == NULL); /* still waiting */
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.held_readies == 1 && fi.processes == 1 && fi.pool.waiting == 1);
+    sim_crash(rd2->ev.port, "a.gguf", 4); /* the second in a row */
     l = await(f, RSD_FLEET_EV_FAIL, a, 0);
     REQUIRE(l != NULL);
     CHECK(l->ev.req.id == r.id);
     CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
-    CHECK(strstr(l->msg, "exited with code 3 while its ready was held") != NULL);
-    l = find_kind(RSD_FLEET_EV_CRASHED, a, 0);
-    CHECK(l && l->ev.result == RSD_ERR_FLEET_START && l->ev.exit_code == 3);
+    CHECK(strstr(l->msg, "exited with code 4 while its ready was held") != NULL);
+    l = find_kind(RSD_FLEET_EV_CRASHED, a, 1);
+    CHECK(l && l->ev.result == RSD_ERR_FLEET_START && l->ev.exit_code == 4);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 0);
     CHECK(rsd_fleet_idle(f));
     rsd_fleet_query(f, &fi);
     CHECK(fi.held_readies == 0 && fi.processes == 0 && fi.pool.waiting == 0);
     CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_ERR_NOT_FOUND);
+    /* a new request: its held process dies once, and the next one serves it */
+    CHECK_EQ_INT(rsd_pool_reset_backoff(rsd_fleet_pool(f), a), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    rd = await(f, RSD_FLEET_EV_READY, a, 2);
+    REQUIRE(rd != NULL && rd->ev.held);
+    sim_crash(rd->ev.port, "a.gguf", 5);
+    rd = await(f, RSD_FLEET_EV_READY, a, 3);
+    REQUIRE(rd != NULL && rd->ev.held);
+    CHECK(answer_of(r) == NULL);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_OK);
+    drain(f);
+    l = answer_of(r);
+    CHECK(l && l->ev.kind == RSD_FLEET_EV_GRANT && l->ev.port == rd->ev.port);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* rsd_fleet_ready_restart: the host gives a held ready up (its restore failed): the
+   process is killed, the model starts again, and the waiting request is granted on the
+   new process. Given up twice in a row, the request fails quoting the host's reason. */
+static void test_ready_restart(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_info fi;
+    rsd_pool_req_h r;
+    const logged *rd, *rd2, *l;
+    REQUIRE((f = held_one(&a, &r, &rd)) != NULL);
+    CHECK_EQ_INT(rsd_fleet_ready_restart(f, -1, "x", tnow()), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_fleet_ready_restart(NULL, a, "x", tnow()), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_fleet_ready_restart(f, a, "test: its restore got no answer", tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_ready_restart(f, a, "again", tnow()), RSD_ERR_NOT_FOUND); /* nothing held now */
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_ERR_NOT_FOUND);
+    rd2 = await(f, RSD_FLEET_EV_READY, a, 1);
+    REQUIRE(rd2 != NULL);
+    CHECK(rd2->ev.held && rd2->ev.pid != rd->ev.pid);
+    l = find_kind(RSD_FLEET_EV_CRASHED, a, 0);
+    REQUIRE(l != NULL);
+    CHECK(l->ev.pid == rd->ev.pid && l->ev.result == RSD_ERR_POOL_CRASHED);
+#if !defined(_WIN32)
+    CHECK_EQ_INT(l->ev.term_signal, SIGKILL);
+#endif
+    CHECK(strstr(l->msg, "while its ready was held: test: its restore got no answer; starting it again") != NULL);
+    CHECK(answer_of(r) == NULL);
+    CHECK_EQ_INT(rsd_fleet_ready_go(f, a, tnow()), RSD_OK);
+    drain(f);
+    l = answer_of(r);
+    CHECK(l && l->ev.kind == RSD_FLEET_EV_GRANT && l->ev.port == rd2->ev.port);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    finish(f);
+    /* twice in a row: the request fails with the reason */
+    REQUIRE((f = held_one(&a, &r, &rd)) != NULL);
+    CHECK_EQ_INT(rsd_fleet_ready_restart(f, a, "first", tnow()), RSD_OK);
+    rd = await(f, RSD_FLEET_EV_READY, a, 1);
+    REQUIRE(rd != NULL && rd->ev.held);
+    CHECK_EQ_INT(rsd_fleet_ready_restart(f, a, "second", tnow()), RSD_OK);
+    l = await(f, RSD_FLEET_EV_FAIL, a, 0);
+    REQUIRE(l != NULL);
+    CHECK(l->ev.req.id == r.id && l->ev.result == RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "while its ready was held: second") != NULL);
+    CHECK(await_idle(f));
+    rsd_fleet_query(f, &fi);
+    CHECK(fi.held_readies == 0 && fi.processes == 0 && fi.pool.waiting == 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 0);
     finish(f);
     CHECK_EQ_INT(count_fds(), fd0);
     CHECK(no_children());
@@ -1820,6 +1898,7 @@ int main(int argc, char **argv) {
     RUN(test_stop_hold_in_grace);
     RUN(test_ready_hold);
     RUN(test_ready_hold_exit);
+    RUN(test_ready_restart);
     RUN(test_ready_hold_stop);
     remove_model_files();
     return RSD_TEST_END();

@@ -701,6 +701,55 @@ static void test_w27_failed_load_frees_slot_and_reservation(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* rsd_pool_restart: a start given up by the host stops (why RESTART) and its model is
+   started anew for the same waiters, without a load failure or a backoff; the new SPAWN
+   waits for room (one slot here: for the old process's exit). Only a STARTING slot. */
+static void test_restart_keeps_the_waiters(void) {
+    rsd_pool_model_desc m[1];
+    host h;
+    rsd_pool_req_h a, a2;
+    rsd_pool_info st;
+    rsd_pool_action sp, sp2;
+    const rsd_pool_action *stop;
+    int s, i;
+    m[0] = md("a", 8 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 10 * GiB, m, 1);
+    REQUIRE(h.p);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &a, &s), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &a2, &s), RSD_PENDING);
+    pump(&h);
+    REQUIRE(last(&h, RSD_POOL_ACTION_SPAWN) != NULL);
+    sp = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_restart(h.p, sp.proc, 5), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_restart(h.p, sp.proc, 5), RSD_ERR_STATE); /* STOPPING now */
+    pump(&h);
+    stop = last(&h, RSD_POOL_ACTION_STOP);
+    REQUIRE(stop != NULL);
+    CHECK(stop->proc.id == sp.proc.id && stop->why == RSD_POOL_WHY_RESTART);
+    CHECK_EQ_STR(rsd_pool_why_str(RSD_POOL_WHY_RESTART), "restart");
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1); /* no room until it exits */
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_EMPTY); /* no longer routes */
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, sp.proc, 6), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2);
+    sp2 = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK(sp2.model == 0 && sp2.proc.id != sp.proc.id);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, sp2.proc, true, 7), RSD_OK);
+    pump(&h);
+    CHECK(grant_of(&h, a) != NULL && grant_of(&h, a2) != NULL);
+    rsd_pool_query(h.p, &st);
+    CHECK_EQ_INT(st.load_failures, 0);
+    CHECK_EQ_INT(st.crashes, 0);
+    CHECK_EQ_INT(st.reserved_bytes, 8 * GiB);
+    CHECK_EQ_INT(rsd_pool_restart(h.p, sp2.proc, 8), RSD_ERR_STATE); /* READY */
+    CHECK_EQ_INT(rsd_pool_restart(h.p, sp.proc, 8), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_restart(NULL, sp2.proc, 8), RSD_ERR_ARG);
+    for (i = 0; i < 2; i++) CHECK_EQ_INT(rsd_pool_release(h.p, i ? a2 : a, 9), RSD_OK);
+    rsd_pool_destroy(h.p);
+}
+
 static void test_w27_crash_frees_slot_and_reservation_at_once(void) {
     rsd_pool_model_desc m[2];
     host h;
@@ -1925,6 +1974,7 @@ int main(int argc, char **argv) {
     RUN(test_w26_starving_request_drains_its_victim);
     RUN(test_w27_failed_load_frees_slot_and_reservation);
     RUN(test_w27_crash_frees_slot_and_reservation_at_once);
+    RUN(test_restart_keeps_the_waiters);
     RUN(test_w28_stop_refuses_later_work);
     RUN(test_w29_unload_refuses_or_drains);
     RUN(test_w34_stats_complete);
