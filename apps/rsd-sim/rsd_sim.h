@@ -443,7 +443,8 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "    --delay-ms N                add N ms to every immediate answer\n",
         "    --delay PATH=MS             add MS to answers on PATH\n",
         "    --error PATH=STATUS[xN]     answer STATUS (server error body) on PATH [N times]\n",
-        "    --hang PATH[xN]             never answer PATH [N times]\n",
+        "    --hang PATH[xN]             never answer PATH [N times]; PATH?Q: with a query\n"
+        "                                that begins with Q (/slots/0?action=restore)\n",
         "    --drop PATH[xN]             drop the connection mid-body on PATH [N times]\n",
         "    --remove-after-list ID      after the next listing, ID leaves the catalog\n",
         "    --evict-after-list ID       after the next listing, ID is unloaded by \"someone else\"\n",
@@ -760,7 +761,7 @@ RSIM_FN int rsim_add_fault(rsim *s, int kind, const char *spec) {
     memset(f, 0, sizeof *f);
     f->kind = kind;
     f->count = -1;
-    eq = strchr(spec, '=');
+    eq = kind == RSIM_F_ERROR || kind == RSIM_F_DELAY ? strrchr(spec, '=') : NULL; /* PATH may hold a query */
     x = strrchr(spec, 'x');
     if (x && !(x[1] >= '0' && x[1] <= '9')) x = NULL;
     if (x && eq && x < eq) x = NULL;
@@ -3742,6 +3743,15 @@ RSIM_FN void rsim_control(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     else rsim_reply_set(t, RSIM_O_RAW, 200, "{\"ok\":true}");
 }
 
+/* Is fault f's PATH this request's? "PATH" is the path; "PATH?Q" also wants a query that
+   begins with Q ("/slots/0?action=restore"). */
+RSIM_FN bool rsim_fault_on(const rsim_fault *f, const rsim_ctx *c) {
+    const char *q = strchr(f->path, '?');
+    size_t pl = q ? (size_t)(q - f->path) : strlen(f->path);
+    if (strlen(c->path) != pl || strncmp(f->path, c->path, pl)) return false;
+    return !q || !strncmp(c->query, q + 1, strlen(q + 1));
+}
+
 /* Handles one request at now_ms (see the top comment). Returns resp->action, or -1 when
    the answer did not fit resp->body (resp then holds a short 500). */
 RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *resp) {
@@ -3793,7 +3803,7 @@ RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *
     delay = (int)s->o.delay_ms;
     for (f = 0; !control && f < s->nfaults; f++) {
         rsim_fault *x = &s->faults[f];
-        if (strcmp(x->path, c.path) || x->count == 0) continue;
+        if (!rsim_fault_on(x, &c) || x->count == 0) continue;
         if (x->count > 0) x->count--;
         if (x->kind == RSIM_F_HANG) t->op = RSIM_OP_HANG;
         else if (x->kind == RSIM_F_ERROR) {
