@@ -127,32 +127,44 @@ static void test_real_kv_shutdown_mismatch(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
-/* A save whose bytes were overwritten (the server refuses the restore) and one cut
-   short (its size is not the sidecar's): each deleted, the model cold, never a failed
-   request. */
+/* A save whose bytes were overwritten (the server refuses the restore), one cut short
+   (its size is not the sidecar's), and one of the right size whose KV cell count says
+   0x7fffffff (the server neither answers the restore nor serves after it, and exits
+   many seconds later: past kv_save_timeout the child is killed and started again
+   without the file): each deleted, the model cold, never a failed request. */
 static void test_real_kv_corrupt_truncated(void) {
     serve_proc s;
     char bin[1200];
     int fd, round;
-    for (round = 0; round < 2; round++) {
-        REQUIRE(kv_start(&s, "corrupt", 2048, "") == 0);
+    for (round = 0; round < 3; round++) {
+        const char *global = round == 2 ? "kv_save_timeout = 2s\n" : "";
+        REQUIRE(kv_start(&s, "corrupt", 2048, global) == 0);
         CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, false)), 200);
         CHECK_EQ_INT(serve_stop(&s), 0);
         REQUIRE(kv_files(".bin", NULL, bin, sizeof bin) == 1);
-        fd = open(bin, O_WRONLY);
+        fd = open(bin, O_RDWR);
         REQUIRE(fd >= 0);
         if (round == 0) {
             static const char junk[64] = {(char)0xff, (char)0xff, (char)0xff, (char)0xff, (char)0xff, (char)0xff};
             CHECK(pwrite(fd, junk, sizeof junk, 0) == (ssize_t)sizeof junk);
-        } else {
+        } else if (round == 1) {
             CHECK(ftruncate(fd, 1000) == 0);
+        } else { /* magic, version, n_tokens, the tokens, n_stream, then the cell count */
+            unsigned char u[4], big[4] = {0xff, 0xff, 0xff, 0x7f};
+            uint32_t ntok;
+            REQUIRE(pread(fd, u, 4, 8) == 4);
+            ntok = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+            REQUIRE(ntok > 400 && ntok < 4096);
+            CHECK(pwrite(fd, big, 4, 12 + 4 * (off_t)ntok + 4) == 4);
         }
         close(fd);
-        REQUIRE(kv_start(&s, "corrupt", 2048, "") == 0);
+        REQUIRE(kv_start(&s, "corrupt", 2048, global) == 0);
         CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, true)), 200);
         CHECK(timing("prompt_n") > 400);
         CHECK_EQ_INT(kv_field(&s, "a", "misses"), 1);
-        CHECK(log_has(&s, round == 0 ? "not restored (refused by the child" : "not restored (truncated)"));
+        CHECK(log_has(&s, round == 0 ? "not restored (refused by the child"
+                          : round == 1 ? "not restored (truncated)" : "not restored (restore timed out)"));
+        if (round == 2) CHECK(log_has(&s, "while its ready was held: kv cache: its restore timed out"));
         CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
         CHECK_EQ_INT(serve_stop(&s), 0);
     }

@@ -424,6 +424,50 @@ static void test_serve_kv_restore_queue(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* A restore that ends the child or hangs it loses no request: the file goes, the child
+   is killed and started again without it, and the request that started the model is
+   served by the new child, cold. Round 0: the file's head says more entries than it
+   holds, at the same size (the sidecar's size check passes it); rsd-sim, as the real
+   server, aborts on it (exit 134, no answer). Round 1: the child never answers the
+   restore (rsd-sim --hang on the restores only), past kv_save_timeout. */
+static void test_serve_kv_restore_lost(void) {
+    serve_proc s;
+    char bin[800], text[4096];
+    int round;
+    for (round = 0; round < 2; round++) {
+        const char *name = round ? "lost-hang" : "lost";
+        const char *global = round ? "kv_save_timeout = 300ms\n" : "";
+        const char *a_args = round ? "--hang /slots/0?action=restore --hang /slots/1?action=restore" : "";
+        long n;
+        size_t i;
+        FILE *f;
+        REQUIRE(kv_start(&s, name, 4096, global, a_args) == 0);
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", false)), 200);
+        CHECK_EQ_INT(serve_stop(&s), 0); /* the shutdown saves */
+        REQUIRE(kv_files(".bin", NULL, bin, sizeof bin) == 1);
+        if (round == 0) { /* "rsim-kv 1 N" with N as many 9s: more entries than the file holds */
+            REQUIRE((f = fopen(bin, "r+b")) != NULL);
+            n = (long)fread(text, 1, sizeof text - 1, f);
+            REQUIRE(n > 12 && !strncmp(text, "rsim-kv 1 ", 10));
+            for (i = 10; i < (size_t)n && text[i] >= '0' && text[i] <= '9'; i++) text[i] = '9';
+            CHECK(fseek(f, 0, SEEK_SET) == 0 && fwrite(text, 1, (size_t)n, f) == (size_t)n);
+            CHECK(fclose(f) == 0);
+        }
+        REQUIRE(kv_start(&s, name, 4096, global, a_args) == 0);
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", true)), 200);
+        CHECK_EQ_INT(timing("cache_n"), 0);
+        CHECK_EQ_INT(kv_field(&s, "a", "misses"), 1);
+        CHECK_EQ_INT(kv_field(&s, "a", "restores"), 0);
+        CHECK(log_has(&s, "while its ready was held"));
+        CHECK(log_has(&s, "starting it again for the requests waiting"));
+        if (round) CHECK(log_has(&s, "not restored (restore timed out)"));
+        CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
+        CHECK_EQ_INT(kv_files(".meta", NULL, NULL, 0), 0);
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", true)), 200); /* and it serves on */
+        CHECK_EQ_INT(serve_stop(&s), 0);
+    }
+}
+
 /* An existing kv_cache_dir (0755) becomes 0700; a .bin of ours without its sidecar (a
    save cut short) is deleted at start, a file not of ours is left alone. */
 static void test_serve_kv_dir_leftovers(void) {
@@ -459,6 +503,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_kv_dir_leftovers);
     RUN(test_serve_kv_unload_ttl);
     RUN(test_serve_kv_restore_queue);
+    RUN(test_serve_kv_restore_lost);
     if (!rsdt_failed && g_dir[0]) rm_tree(g_dir); /* kept to look at otherwise */
     return RSD_TEST_END();
 }

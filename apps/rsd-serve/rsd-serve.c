@@ -4647,8 +4647,10 @@ static void kv_pick(srv *s, int m, int64_t total_slots, uint64_t now) {
 }
 
 /* The restores are over (or given up): the table of session owners comes back for the
-   slots restored, and the held ready goes on (the pool grants the requests waiting). */
-static void kv_restore_done(srv *s, int m, uint64_t now, const char *why) {
+   slots restored, and the held ready goes on (the pool grants the requests waiting); with
+   lost, the child did not answer (it ended or hangs): it is killed instead and the model
+   starts again, without the file that was restoring, for the requests waiting. */
+static void kv_restore_done(srv *s, int m, uint64_t now, const char *why, bool lost) {
     srv_kv *k = &s->kv[m];
     if (k->up_active) (void)rsd_http_cancel(s->hc, k->up);
     k->up_active = false;
@@ -4670,7 +4672,13 @@ static void kv_restore_done(srv *s, int m, uint64_t now, const char *why) {
               (long long)k->done_bytes, why ? "; " : "", why ? why : "");
         kv_event(s, "kv_restore", m, now, -1, why, k->done_slots, k->done_bytes);
     }
-    (void)rsd_fleet_ready_go(s->fleet, m, now);
+    if (lost) {
+        char w[160];
+        snprintf(w, sizeof w, "kv cache: its restore %s", why ? why : "failed");
+        (void)rsd_fleet_ready_restart(s->fleet, m, w, now);
+    } else {
+        (void)rsd_fleet_ready_go(s->fleet, m, now);
+    }
 }
 
 /* Ready (held by the fleet: desc.ready_hold_ms): restore model m's saves, if it has any,
@@ -4700,10 +4708,10 @@ static void kv_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     k->done_bytes = 0;
     k->restored = 0;
     k->deadline = now + s->kv_timeout_ms;
-    if (!k->run_key_ok) { kv_restore_done(s, m, now, "the model file cannot be read"); return; }
+    if (!k->run_key_ok) { kv_restore_done(s, m, now, "the model file cannot be read", false); return; }
     k->key = k->run_key;
     k->phase = KV_REST_PROPS;
-    if (!kv_send(s, m, "GET", "/props", NULL, now)) kv_restore_done(s, m, now, "cannot reach the child");
+    if (!kv_send(s, m, "GET", "/props", NULL, now)) kv_restore_done(s, m, now, "cannot reach the child", false);
 }
 
 /* The next slot's restore, or the end. */
@@ -4711,7 +4719,7 @@ static void kv_next_restore(srv *s, int m, uint64_t now) {
     srv_kv *k = &s->kv[m];
     for (; k->cur < k->nids; k->cur++)
         if (kv_send_slot(s, m, false, now)) return;
-    kv_restore_done(s, m, now, NULL);
+    kv_restore_done(s, m, now, NULL, false);
 }
 
 /* The next slot's save, or the end. */
@@ -4737,7 +4745,7 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
     case KV_REST_PROPS:
         if (ev->result != RSD_OK || ev->status != 200) {
             if (k->phase == KV_SAVE_PROPS) kv_save_done(s, m, now, "the child's /props did not answer");
-            else kv_restore_done(s, m, now, "the child's /props did not answer");
+            else kv_restore_done(s, m, now, "did not start: the child's /props did not answer", ev->result != RSD_OK);
             return;
         }
         rsrv_kv_build(ev->body.ptr, ev->body.len, s->kv_toks, SRV_KV_TOKS, k->build, sizeof k->build);
@@ -4785,6 +4793,13 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
         return;
     case KV_REST:
         rsrv_kv_name(name, k->key, k->ids[k->cur], false);
+        if (ev->result != RSD_OK) { /* no answer: the restore ended the child, or it hangs */
+            char why[96];
+            snprintf(why, sizeof why, "the child did not answer (%s)", rsd_result_str(ev->result));
+            kv_miss(s, m, k->key, k->ids[k->cur], why, now);
+            kv_restore_done(s, m, now, "got no answer", true);
+            return;
+        }
         if (ev->result == RSD_OK && ev->status == 200 &&
             rsrv_kv_member_int(ev->body.ptr, ev->body.len, "n_restored", s->kv_toks, SRV_KV_TOKS, &x) == RSD_OK &&
             x == k->want[k->cur]) {
@@ -4818,7 +4833,7 @@ static void kv_timed_out(srv *s, int m, uint64_t now) {
                                                                     : "timed out (kv_save_timeout)");
     } else {
         if (k->phase == KV_REST && k->cur < k->nids) kv_miss(s, m, k->key, k->ids[k->cur], "restore timed out", now);
-        kv_restore_done(s, m, now, "timed out (kv_save_timeout)");
+        kv_restore_done(s, m, now, "timed out (kv_save_timeout)", true);
     }
 }
 
@@ -4846,8 +4861,9 @@ static void kv_on_gone(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     if (k->phase <= KV_SAVE) {
         if (k->phase == KV_SAVE && k->cur < k->nids) kv_unlink(s, k->key, k->ids[k->cur]);
         kv_save_done(s, ev->model, now, "the child exited");
-    } else {
-        kv_restore_done(s, ev->model, now, "the child exited");
+    } else { /* the fleet starts the model again (a held ready that exits) */
+        if (k->phase == KV_REST && k->cur < k->nids) kv_miss(s, ev->model, k->key, k->ids[k->cur], "the child exited", now);
+        kv_restore_done(s, ev->model, now, "the child exited", false);
     }
 }
 

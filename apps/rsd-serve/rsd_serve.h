@@ -88,7 +88,12 @@
                                         build (/props build_info): anything else, a
                                         truncated file or a refused restore deletes it and
                                         the model starts cold (one log line, one kv_miss
-                                        event). Default off (also: off)
+                                        event). A restore that gets no answer (the file
+                                        ended the child, or it hangs) within
+                                        kv_save_timeout deletes that file too, and the
+                                        child is killed and started again without it:
+                                        the requests waiting are served by the new one.
+                                        Default off (also: off)
        kv_cache_bytes = 8G              disk budget of those files (default 8G; oldest
                                         deleted first; off = no saves)
        kv_save_timeout = 5s             one stop's saves at most (default 5 s), and at
