@@ -8961,10 +8961,50 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
     return d;
 }
 
+#if !defined(_WIN32)
+/* Which running children have output (bit 0 of ready[i]) or have exited (bit 1): one
+   poll with no wait over every pipe and pidfd, instead of a read and two waitpids per
+   child on every step. A child without a pidfd, or a failed poll, reads as both. */
+RSDI_PRIVATE void rsdi_procs_ready(const rsd_procs *p, unsigned char *ready) {
+    struct pollfd pf[2 * RSD_PROCS_MAX];
+    int owner[2 * RSD_PROCS_MAX], i, n = 0;
+    for (i = 0; i < p->max_procs; i++) {
+        const rsdi_proc_slot *s = &p->slots[i];
+        ready[i] = 0;
+        if (!rsdi_proc_running(s) || s->reaped) continue;
+        if (s->pid_fd < 0) ready[i] = 2;
+        if (s->out_fd >= 0) {
+            pf[n].fd = s->out_fd;
+            pf[n].events = POLLIN;
+            pf[n].revents = 0;
+            owner[n++] = i;
+        }
+        if (s->pid_fd >= 0) {
+            pf[n].fd = s->pid_fd;
+            pf[n].events = POLLIN;
+            pf[n].revents = 0;
+            owner[n++] = -1 - i;
+        }
+    }
+    if (n && poll(pf, (nfds_t)n, 0) < 0) {
+        for (i = 0; i < p->max_procs; i++) ready[i] = 3;
+        return;
+    }
+    for (i = 0; i < n; i++)
+        if (pf[i].revents) ready[owner[i] >= 0 ? owner[i] : -1 - owner[i]] |= owner[i] >= 0 ? 1 : 2;
+}
+#endif
+
 RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     int i;
+    unsigned char ready[RSD_PROCS_MAX];
     if (!p) return RSD_ERR_ARG;
     rsdi_procs_clock(p, now_ms);
+#if defined(_WIN32)
+    memset(ready, 3, sizeof ready); /* no poll on a pipe or a process handle: try each */
+#else
+    rsdi_procs_ready(p, ready);
+#endif
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         int st = 0;
@@ -8994,8 +9034,9 @@ RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
             }
             continue;
         }
-        got = rsdi_proc_drain(p, s, now_ms);
-        if (rsdi_proc_try_reap(p, s, now_ms)) continue;
+        got = ready[i] & 1 ? rsdi_proc_drain(p, s, now_ms) : 0;
+        /* exited (pidfd), or its slow recheck is due (an orphaned group member to reap) */
+        if ((ready[i] & 2 || now_ms >= s->recheck_ms) && rsdi_proc_try_reap(p, s, now_ms)) continue;
 #if defined(_WIN32)
         /* no pipe or process handle the host can poll: 10 ms after output, doubling to
            100 ms while it is quiet (1, 2, 4 ... ms once the pipe closed) */
