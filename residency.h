@@ -13902,15 +13902,23 @@ RSDI_PRIVATE int rsdi_pool_slot_of(const rsd_pool *pool, rsd_pool_proc_h proc) {
     return s;
 }
 
-RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc_h proc, bool ok, uint64_t now_ms) {
-    rsdi_pool_slot *sl;
+/* The slot of a STARTING proc whose start the host reports (its SPAWN no longer
+   pending), or RSD_ERR_ARG / RSD_ERR_POOL_STALE / RSD_ERR_STATE. */
+RSDI_PRIVATE int rsdi_pool_start_news(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_ms) {
     int s;
     if (!pool) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    if (pool->slots[s].state != RSD_POOL_SLOT_STARTING) return RSD_ERR_STATE;
+    if (pool->slots[s].pending == RSD_POOL_ACTION_SPAWN) rsdi_pool_act_del(pool, s);
+    return s;
+}
+
+RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc_h proc, bool ok, uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s;
+    if ((s = rsdi_pool_start_news(pool, proc, now_ms)) < 0) return s;
     sl = &pool->slots[s];
-    if (sl->state != RSD_POOL_SLOT_STARTING) return RSD_ERR_STATE;
-    if (sl->pending == RSD_POOL_ACTION_SPAWN) rsdi_pool_act_del(pool, s);
     if (!ok) {
         /* fail only this model's waiters; the slot is stopped and freed. */
         int m = sl->model;
@@ -13956,12 +13964,8 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc_h proc, bool ok, u
 RSD_API int rsd_pool_restart(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_ms) {
     rsdi_pool_slot *sl;
     int s, m;
-    if (!pool) return RSD_ERR_ARG;
-    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
-    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    if ((s = rsdi_pool_start_news(pool, proc, now_ms)) < 0) return s;
     sl = &pool->slots[s];
-    if (sl->state != RSD_POOL_SLOT_STARTING) return RSD_ERR_STATE;
-    if (sl->pending == RSD_POOL_ACTION_SPAWN) rsdi_pool_act_del(pool, s);
     m = sl->model;
     rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_RESTART);
     sl->model = m; /* kept for the STOP action; no longer routes requests */
