@@ -1864,8 +1864,10 @@
            found the process unfit before its first request): the slot stops
            routing at once and a STOP (why RESTART) is emitted; the model's
            waiters keep waiting and a new SPAWN comes as soon as room allows
-           (it may come before the old process is gone). No load failure is
-           counted and no backoff starts. RSD_ERR_STATE when not STARTING.
+           (it may come before the old process is gone), which drains once
+           started when an unload(DRAIN) was waiting for the old one. No load
+           failure is counted and no backoff starts. RSD_ERR_STATE when not
+           STARTING.
        rsd_pool_on_exited(pool, proc, now)
            After a STOP, or unasked (a crash): the slot is EMPTY and its
            reservation freed at once. A crash orphans the requests that
@@ -12783,6 +12785,8 @@ typedef struct rsdi_pool_model {
     uint64_t retry_at_ms;            /* backoff: no new start before this; 0 = none */
     int evicted_for;                 /* the model whose claim evicted it (restored if that
                                         start fails); -1 = none */
+    bool drain_next;                 /* its next start drains once started: an unload(DRAIN)
+                                        met a start that rsd_pool_restart made again */
 } rsdi_pool_model;
 
 typedef struct rsdi_pool_slot {
@@ -13001,7 +13005,10 @@ RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
     md->wq_count--;
     if (p->reqs[i].preload) { p->preloads--; md->wq_preloads--; }
     else p->waiting--;
-    if (md->wq_count == 0) rsdi_pool_want_del(p, m);
+    if (md->wq_count == 0) {
+        rsdi_pool_want_del(p, m);
+        md->drain_next = false; /* nobody left for it to serve */
+    }
 }
 
 /* ---- slot actions (FIFO of slots with one pending SPAWN or STOP) ---------- */
@@ -13136,7 +13143,8 @@ RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     sl->idle_deadline_ms = RSD_NO_DEADLINE;
     sl->pid = 0;
     sl->limit = 0;
-    sl->drain_after_start = false;
+    sl->drain_after_start = p->models[m].drain_next;
+    p->models[m].drain_next = false;
     sl->exclusive = false;
     sl->why = RSD_POOL_WHY_NONE;
     p->reserved_total += sl->reserve_bytes;
@@ -13967,6 +13975,7 @@ RSD_API int rsd_pool_restart(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_
     if ((s = rsdi_pool_start_news(pool, proc, now_ms)) < 0) return s;
     sl = &pool->slots[s];
     m = sl->model;
+    pool->models[m].drain_next = sl->drain_after_start && pool->models[m].wq_count; /* an unload(DRAIN) waits for the new one */
     rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_RESTART);
     sl->model = m; /* kept for the STOP action; no longer routes requests */
     pool->models[m].slot = -1;

@@ -750,6 +750,60 @@ static void test_restart_keeps_the_waiters(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* An unload(DRAIN) that waited for a start rsd_pool_restart makes again waits for the new
+   start: it serves the waiter, then stops (why UNLOAD). Without a waiter left, the next
+   start does not drain. */
+static void test_restart_keeps_a_waiting_unload(void) {
+    rsd_pool_model_desc m[1];
+    host h;
+    rsd_pool_req_h a, b;
+    rsd_pool_action sp;
+    const rsd_pool_action *stop;
+    int s;
+    m[0] = md("a", 8 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 10 * GiB, m, 1);
+    REQUIRE(h.p);
+    h.auto_exit = true;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &a, &s), RSD_PENDING);
+    pump(&h);
+    REQUIRE(last(&h, RSD_POOL_ACTION_SPAWN) != NULL);
+    sp = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_unload(h.p, 0, RSD_POOL_UNLOAD_DRAIN, 1), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_restart(h.p, sp.proc, 2), RSD_OK);
+    pump(&h); /* the STOP, its exit at once, the new SPAWN */
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2);
+    sp = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, sp.proc, true, 3), RSD_OK);
+    pump(&h);
+    CHECK(grant_of(&h, a) != NULL);
+    CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_UNLOAD), 0);
+    CHECK_EQ_INT(rsd_pool_release(h.p, a, 4), RSD_OK);
+    pump(&h);
+    stop = last(&h, RSD_POOL_ACTION_STOP);
+    CHECK(stop && stop->proc.id == sp.proc.id && stop->why == RSD_POOL_WHY_UNLOAD);
+    /* the waiter goes before the new start: nothing drains later */
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 5, NULL, &a, &s), RSD_PENDING);
+    pump(&h);
+    sp = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_unload(h.p, 0, RSD_POOL_UNLOAD_DRAIN, 6), RSD_PENDING);
+    h.auto_exit = false;
+    CHECK_EQ_INT(rsd_pool_restart(h.p, sp.proc, 7), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_cancel(h.p, a, 8), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, sp.proc, 9), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 10, NULL, &b, &s), RSD_PENDING);
+    pump(&h);
+    sp = *last(&h, RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, sp.proc, true, 11), RSD_OK);
+    pump(&h);
+    CHECK(grant_of(&h, b) != NULL);
+    CHECK_EQ_INT(rsd_pool_release(h.p, b, 12), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_READY); /* stays: no drain */
+    rsd_pool_destroy(h.p);
+}
+
 static void test_w27_crash_frees_slot_and_reservation_at_once(void) {
     rsd_pool_model_desc m[2];
     host h;
@@ -1975,6 +2029,7 @@ int main(int argc, char **argv) {
     RUN(test_w27_failed_load_frees_slot_and_reservation);
     RUN(test_w27_crash_frees_slot_and_reservation_at_once);
     RUN(test_restart_keeps_the_waiters);
+    RUN(test_restart_keeps_a_waiting_unload);
     RUN(test_w28_stop_refuses_later_work);
     RUN(test_w29_unload_refuses_or_drains);
     RUN(test_w34_stats_complete);
