@@ -4800,7 +4800,7 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
             kv_restore_done(s, m, now, "got no answer", true);
             return;
         }
-        if (ev->result == RSD_OK && ev->status == 200 &&
+        if (ev->status == 200 &&
             rsrv_kv_member_int(ev->body.ptr, ev->body.len, "n_restored", s->kv_toks, SRV_KV_TOKS, &x) == RSD_OK &&
             x == k->want[k->cur]) {
             k->done_slots++;
@@ -4810,8 +4810,7 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
             kv_unlink(s, k->key, k->ids[k->cur]); /* in the child now; the next stop saves anew */
         } else {
             char why[96];
-            snprintf(why, sizeof why, "refused by the child (%s %d, %lld of %lld tokens)",
-                     ev->result != RSD_OK ? rsd_result_str(ev->result) : "status", ev->status, (long long)x,
+            snprintf(why, sizeof why, "refused by the child (status %d, %lld of %lld tokens)", ev->status, (long long)x,
                      (long long)k->want[k->cur]);
             kv_miss(s, m, k->key, k->ids[k->cur], why, now);
         }
