@@ -140,7 +140,8 @@
               used more recently, ...; "memory": {"victim": {model, bytes, bytes_from,
               estimate, measured, source}, "for": [the same for each model it makes
               room for], budget_bytes, reserved_bytes, leased_bytes, others_bytes}), stop (reason: ttl, unload, shutdown, starve,
-              trim), exit (exit_code, signal), crash (died while serving), kv_save
+              trim), exit (exit_code, signal), crash (died while serving, or during a
+              slot restore: then it starts again), kv_save
               (slots, bytes; reason when it was cut short), kv_restore (slots, tokens;
               reason), kv_miss (slot, reason: a saved slot deleted instead of
               restored), memory (a model's figure was learned: its "memory" as in
