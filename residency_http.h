@@ -8967,7 +8967,7 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
    child on every step. A child without a pidfd, or a failed poll, reads as both. */
 RSDI_PRIVATE void rsdi_procs_ready(const rsd_procs *p, unsigned char *ready) {
     struct pollfd pf[2 * RSD_PROCS_MAX];
-    int owner[2 * RSD_PROCS_MAX], i, n = 0;
+    int owner[2 * RSD_PROCS_MAX], i, n = 0; /* pf[k] is slot owner[k]'s pipe or pidfd */
     for (i = 0; i < p->max_procs; i++) {
         const rsdi_proc_slot *s = &p->slots[i];
         ready[i] = 0;
@@ -8983,7 +8983,7 @@ RSDI_PRIVATE void rsdi_procs_ready(const rsd_procs *p, unsigned char *ready) {
             pf[n].fd = s->pid_fd;
             pf[n].events = POLLIN;
             pf[n].revents = 0;
-            owner[n++] = -1 - i;
+            owner[n++] = i;
         }
     }
     if (n && poll(pf, (nfds_t)n, 0) < 0) {
@@ -8991,7 +8991,7 @@ RSDI_PRIVATE void rsdi_procs_ready(const rsd_procs *p, unsigned char *ready) {
         return;
     }
     for (i = 0; i < n; i++)
-        if (pf[i].revents) ready[owner[i] >= 0 ? owner[i] : -1 - owner[i]] |= owner[i] >= 0 ? 1 : 2;
+        if (pf[i].revents) ready[owner[i]] |= pf[i].fd == p->slots[owner[i]].out_fd ? 1 : 2;
 }
 #endif
 
