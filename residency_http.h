@@ -15285,7 +15285,7 @@ typedef struct rsdi_fleet_slot {
     uint64_t wd_next_ms;       /* next watchdog poll (READY) */
     uint32_t wd_fails;         /* failed polls in a row */
     uint32_t wd_errors;        /* 5xx answers in a row (rsd_fleet_report) */
-    char wd_why[160];          /* set when the watchdog killed it */
+    char wd_why[160];          /* set when the watchdog, or the host's rsd_fleet_ready_restart, killed it */
 } rsdi_fleet_slot;
 
 typedef struct rsdi_fleet_qev {
@@ -15708,27 +15708,20 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         (void)RSD_SNPRINTF(status, sizeof status, "killed by signal %d", pe->term_signal);
     else
         (void)RSD_SNPRINTF(status, sizeof status, "exited with code %d", pe->exit_code);
-    if (!s->told && !s->stopping && s->ready && f->models[model].held_restarts < RSD_FLEET_HELD_RESTARTS) {
-        /* its ready was held: the host's preparation may have ended it; once, its waiters wait for a new one */
-        f->models[model].held_restarts++;
-        (void)RSD_SNPRINTF(reason, sizeof reason, "%s while its ready was held%s%s; starting it again for the requests waiting",
-                           status, s->wd_why[0] ? ": " : "", s->wd_why);
-        rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
-        s->told = true;
-        (void)rsd_pool_restart(f->pool, pp, now_ms);
-        kind = RSD_FLEET_EV_CRASHED;
-        result = RSD_ERR_POOL_CRASHED;
-        msg_model = model;
-    } else if (!s->told && !s->stopping) { /* an early exit ends the wait at once (a held ready's too) */
-        (void)RSD_SNPRINTF(reason, sizeof reason, "%s %s%s%s", status,
+    if (!s->told && !s->stopping) {
+        /* an early exit ends the wait at once; a held ready's (the host's preparation may
+           have ended it) starts the model again, once in a row, for the requests waiting */
+        bool again = s->ready && f->models[model].held_restarts < RSD_FLEET_HELD_RESTARTS;
+        (void)RSD_SNPRINTF(reason, sizeof reason, "%s %s%s%s%s", status,
                            s->ready ? "while its ready was held" : "before it was ready", s->wd_why[0] ? ": " : "",
-                           s->wd_why);
-        rsdi_fleet_note(f, model, s->proc, RSD_ERR_FLEET_START, reason);
+                           s->wd_why, again ? "; starting it again for the requests waiting" : "");
+        f->models[model].held_restarts = again ? f->models[model].held_restarts + 1 : 0;
+        result = again ? RSD_ERR_POOL_CRASHED : RSD_ERR_FLEET_START;
+        rsdi_fleet_note(f, model, s->proc, result, reason);
         s->told = true;
-        f->models[model].held_restarts = 0;
-        (void)rsd_pool_on_started(f->pool, pp, false, now_ms);
+        if (again) (void)rsd_pool_restart(f->pool, pp, now_ms);
+        else (void)rsd_pool_on_started(f->pool, pp, false, now_ms);
         kind = RSD_FLEET_EV_CRASHED;
-        result = RSD_ERR_FLEET_START;
         msg_model = model;
     } else if (s->ready && !s->stopping && s->wd_why[0]) { /* the watchdog killed it */
         rsdi_fleet_model *fm = &f->models[model];
