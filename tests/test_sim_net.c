@@ -259,6 +259,36 @@ static void test_connections_like_llama_cpp(void) {
     CHECK_EQ_INT(sim_stop(&p), 0);
 }
 
+/* A server whose model crashes answers nothing more, as a real llama-server that died: a chat
+   that reached it beside the crash gets no answer (not 503 "Loading model"), and the process
+   exits with the crash's code. The sim is stopped while both requests arrive, the crash's
+   connection first, so it reads them in one turn with the crash ahead. */
+static void test_server_mode_crash_answers_nothing(void) {
+    static const char *const args[] = {"--runtime", "server", "-m", "/m/x.gguf", "--port", "0", "--load-ms", "0",
+                                       "--gen-ms", "60000", NULL};
+    simproc p;
+    bool eof;
+    int crash, chat, st = 0;
+    REQUIRE(sim_spawn(&p, args) == 0);
+    REQUIRE(kill(p.pid, SIGSTOP) == 0);
+    crash = connect_to(p.port);
+    chat = connect_to(p.port);
+    CHECK(crash >= 0 && chat >= 0);
+    CHECK(send_req(crash, "POST", "/_sim/crash", "{\"model\":\"/m/x.gguf\",\"exit_code\":3}"));
+    CHECK(send_req(chat, "POST", "/v1/chat/completions", "{\"model\":\"/m/x.gguf\"}"));
+    REQUIRE(kill(p.pid, SIGCONT) == 0);
+    CHECK_EQ_INT(read_one(chat, RESP, sizeof RESP, 20000, &eof), 0);
+    if (RESP[0]) printf("  the chat's answer: %.200s\n", RESP);
+    CHECK(eof);
+    CHECK(closes(crash, 20000));
+    close(crash);
+    close(chat);
+    if (!closes(p.out, 20000)) kill(p.pid, SIGKILL); /* its stdout closes when it exits */
+    waitpid(p.pid, &st, 0);
+    close(p.out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+}
+
 static void test_help(void) {
     static const char *const args[] = {"--help", NULL};
     simproc p;
@@ -292,6 +322,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_router_over_loopback);
     RUN(test_server_mode_exit_codes);
+    RUN(test_server_mode_crash_answers_nothing);
     RUN(test_connections_like_llama_cpp);
     RUN(test_help);
     return RSD_TEST_END();

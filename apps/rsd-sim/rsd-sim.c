@@ -486,7 +486,9 @@ int main(int argc, char **argv) {
             else if (st == RSIM_SLEEPING) child_state(&a, "sleeping");
         }
         (void)rsd_http_server_step(a.srv, now);
-        while (rsd_http_server_next_event(a.srv, &ev)) {
+        /* A server that has exited (a crash, an abort) answers nothing more, not even a request
+           that arrived beside the one that ended it: the top of the loop leaves. */
+        while (rsim_exit_code(a.sim) < 0 && rsd_http_server_next_event(a.srv, &ev)) {
             if (ev.type == RSD_HTTP_SEV_REQUEST) on_request(&a, &ev, now);
             else if (ev.type == RSD_HTTP_SEV_CLOSED) {
                 sim_link *l = link_by_handle(&a, ev.req);
@@ -496,6 +498,7 @@ int main(int argc, char **argv) {
                     if (a.bigs[k].h.id == ev.req.id) a.bigs[k].h.id = 0;
             }
         }
+        if (rsim_exit_code(a.sim) >= 0) continue;
         memset(&r, 0, sizeof r);
         r.body = a.body;
         r.body_cap = SIM_BODY_BYTES;
