@@ -14918,7 +14918,8 @@ RSD_API int rsd_gguf_feed(rsd_gguf *g, const void *data, size_t len) {
         } else if (RSDI_GGUF_ISSTR(g->st)) {
             uint64_t take = g->str_len - g->str_have, room = sizeof g->str - 49;
             if (take > len - i) take = len - i;
-            if (g->str_have < room) memcpy(g->str + g->str_have, d + i, (size_t)(take < room - g->str_have ? take : room - g->str_have));
+            if (g->str_have < room && g->st != RSDI_GS_ASTR) /* an array's strings are counted, not read */
+                memcpy(g->str + g->str_have, d + i, (size_t)(take < room - g->str_have ? take : room - g->str_have));
             g->str_have += take;
             g->pos += take;
             i += (size_t)take;
@@ -14927,11 +14928,16 @@ RSD_API int rsd_gguf_feed(rsd_gguf *g, const void *data, size_t len) {
             g->skip -= take;
             g->pos += take;
             i += (size_t)take;
-        } else {
+        } else { /* a number: as many of its bytes as are here, up to the header limit */
+            size_t take = g->need - g->nbuf;
             if (g->pos >= g->max_header)
                 return rsdi_gguf_fail(g, RSD_ERR_TOO_LARGE, g->pos, "%sthe header is longer than the limit (%llu bytes)", "", g->max_header, 0);
-            g->num[g->nbuf++] = d[i++];
-            g->pos++;
+            if (take > len - i) take = len - i;
+            if (take > g->max_header - g->pos) take = (size_t)(g->max_header - g->pos);
+            memcpy(g->num + g->nbuf, d + i, take);
+            g->nbuf += (uint32_t)take;
+            g->pos += take;
+            i += take;
             if (g->nbuf == g->need) r = rsdi_gguf_step(g);
         }
         if (r < 0) return r;

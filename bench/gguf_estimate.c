@@ -7,6 +7,10 @@
    peer=<error %> where the peer is the file's size alone (what a hand-typed reserve
    often is; its kv and compute are 0). Targets: model and kv 1 % (or 64 KiB), the
    0.5B shape's total 10 % (a tiny model's total is mostly the compute model's error).
+   One row more, BENCH gguf_header_read_0p5b_c4096 ours=<ms> peer=<ms>: reading that
+   file's header (its 151936 token strings included) with rsd_gguf_read_file, the least of
+   5 reads, beside llama.cpp's own reader on the same file, timed from the server's -lv 4
+   log (the line before "llama_model_loader: loaded meta data" to that line).
    Skipped with one line without llama-server; exits 1 when a measurement failed. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "../tests/real_server.h"
 
@@ -26,6 +31,53 @@ static char g_bin[1024], g_dir[512];
 static double err_pct(uint64_t est, uint64_t real) {
     return real ? 100.0 * ((double)est - (double)real) / (double)real : (est ? 100.0 : 0.0);
 }
+
+/* A log line's timestamp ("0.00.011.241 I ...": minutes, seconds, ms, us) in ms; -1 when none. */
+static double log_ms(const char *line) {
+    unsigned m, sec, ms, us;
+    return sscanf(line, "%u.%u.%u.%u", &m, &sec, &ms, &us) == 4 ? (m * 60.0 + sec) * 1000.0 + ms + us / 1000.0 : -1;
+}
+
+/* The peer's header read: in the server's log, the time from the line before its model
+   loader's "loaded meta data" line to that line (llama.cpp's gguf_init_from_file on the
+   same file, for the load itself; the fitting pass before reads it once more). -1 when
+   the log has no such pair. */
+static double peer_header_ms(const char *log) {
+    char line[4096];
+    double prev = -1, at = -1;
+    FILE *f = fopen(log, "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        double t = log_ms(line);
+        if (strstr(line, "llama_model_loader: loaded meta data")) {
+            at = t >= 0 && prev >= 0 ? t - prev : -1;
+            break;
+        }
+        if (t >= 0) prev = t;
+    }
+    fclose(f);
+    return at;
+}
+
+/* The least of 5 reads of path's header by rsd_gguf_read_file, in ms; -1 when one failed. */
+static double ours_header_ms(const char *path) {
+    static rsd_gguf g;
+    double best = -1;
+    int i;
+    for (i = 0; i < 5; i++) {
+        struct timespec a, b;
+        double ms;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        rsd_gguf_init(&g, NULL);
+        if (rsd_gguf_read_file(&g, path) != RSD_OK) return -1;
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+        if (best < 0 || ms < best) best = ms;
+    }
+    return best;
+}
+
+static double g_peer_header_ms = -1; /* from the last report() */
 
 /* Starts the server on path with args (after -m path), reads its log into lg. 0 or -1. */
 static int report(const char *path, const char *const *extra, rsd_llama_log *lg) {
@@ -38,13 +90,14 @@ static int report(const char *path, const char *const *extra, rsd_llama_log *lg)
     args[n++] = "-t"; args[n++] = "1"; args[n++] = "--no-warmup"; args[n++] = "-lv"; args[n++] = "4";
     args[n] = NULL;
     if (real_start(&s, g_bin, g_dir, args, 300000) != 0) return -1;
+    g_peer_header_ms = peer_header_ms(s.log); /* ready: the load's lines are written */
     if (real_stop_read_log(&s, lg) != 0) return -1;
     return lg->lines > 0 && lg->model > 0 ? 0 : -1;
 }
 
 /* One row: estimate, start, print. 0, or 1 when the measurement failed. */
 static int row(const char *tag, const char *path, const rsd_gguf_start *st, const char *const *extra,
-               const char *paramtext, int total_target, int *missed) {
+               const char *paramtext, int total_target, int header, int *missed) {
     static rsd_gguf g;
     rsd_gguf_estimate e;
     rsd_llama_log lg;
@@ -69,6 +122,12 @@ static int row(const char *tag, const char *path, const rsd_gguf_start *st, cons
            (unsigned long long)e.compute, (unsigned long long)(lg.compute + lg.output));
     printf("BENCH gguf_estimate_%s_total ours=%.2f peer=%.2f unit=%%%s est=%llu real=%llu\n", tag, et, pt,
            total_target ? " target=10" : "", (unsigned long long)e.total, (unsigned long long)real_total);
+    if (header) { /* the time to read the header, beside llama.cpp's own reader on the same file */
+        double ours = ours_header_ms(path);
+        if (ours < 0 || g_peer_header_ms <= 0) { printf("bench-gguf: %s: the header read was not measured\n", tag); return 1; }
+        printf("BENCH gguf_header_read_%s ours=%.2f peer=%.2f unit=ms ratio=%.3f vocab=%u header_bytes=%llu\n", tag, ours,
+               g_peer_header_ms, ours / g_peer_header_ms, (unsigned)g.info.vocab_size, (unsigned long long)g.info.header_bytes);
+    }
     *missed += (em > 1 || em < -1) && (e.model > lg.model ? e.model - lg.model : lg.model - e.model) > 65536;
     *missed += (ek > 1 || ek < -1) && (e.kv > lg.kv ? e.kv - lg.kv : lg.kv - e.kv) > 65536;
     *missed += total_target && (et > 10 || et < -10);
@@ -98,16 +157,16 @@ int main(void) {
     }
     memset(&st, 0, sizeof st);
     st.n_ctx = 4096;
-    fail |= row("0p5b_c4096", path, &st, a1, "-c 4096, 4 slots unified, f16 cache", 1, &missed);
+    fail |= row("0p5b_c4096", path, &st, a1, "-c 4096, 4 slots unified, f16 cache", 1, 1, &missed);
     st.n_ctx = 8192;
     st.n_parallel = 2;
     st.cache_type_k = st.cache_type_v = "q8_0";
-    fail |= row("0p5b_c8192_np2_q8", path, &st, a2, "-c 8192 -np 2, q8_0 cache", 1, &missed);
+    fail |= row("0p5b_c8192_np2_q8", path, &st, a2, "-c 8192 -np 2, q8_0 cache", 1, 0, &missed);
     snprintf(path, sizeof path, "%s/tiny-a.gguf", g_dir);
     memset(&st, 0, sizeof st);
     st.n_ctx = 1000;
     st.n_parallel = 4;
-    fail |= row("tiny_c1000_np4", path, &st, a3, "-c 1000 -np 4", 0, &missed);
+    fail |= row("tiny_c1000_np4", path, &st, a3, "-c 1000 -np 4", 0, 0, &missed);
     real_rmdir(g_dir);
     printf("bench-gguf: %d figures past their target\n", missed);
     return fail;

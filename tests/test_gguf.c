@@ -40,13 +40,13 @@ static int feed_all(rsd_gguf *g, const rsd_gguf_desc *d, const void *b, size_t n
     return r == RSD_PENDING ? rsd_gguf_end(g) : r;
 }
 
-static rsd_gguf g_a, g_b;
+static rsd_gguf g_a, g_b, g_c;
 static rsd_gguf_tensor g_ta[64], g_tb[64];
 
 static void test_tiny_file(void) {
     char path[400];
     rsd_gguf_desc d;
-    size_t n = 0, i;
+    size_t n = 0, i, hb;
     unsigned char *b;
     snprintf(path, sizeof path, "%s/t.gguf", g_dir);
     REQUIRE(tiny_gguf_write(path, "tiny-t", 7, 4096, 0) == 0);
@@ -122,8 +122,25 @@ static void test_tiny_file(void) {
     }
     CHECK_EQ_INT(feed_all(&g_b, NULL, b, (size_t)g_a.info.header_bytes, 0), RSD_OK);
     /* the reader never needs the weights: the header alone is enough */
-    free(b);
     CHECK_EQ_INT(rsd_gguf_feed(&g_b, "x", 1), RSD_OK);
+    /* a header limit at every byte: the same verdict and message in one piece as byte by
+       byte (a number is taken whole when it is all there, up to the limit) */
+    hb = (size_t)g_a.info.header_bytes;
+    for (i = 1; i <= hb; i++) {
+        rsd_gguf_desc lim;
+        int r1, r2;
+        memset(&lim, 0, sizeof lim);
+        lim.max_header_bytes = i;
+        r1 = feed_all(&g_b, &lim, b, n, 0);
+        r2 = feed_all(&g_c, &lim, b, n, 1);
+        if (r1 != r2 || strcmp(rsd_gguf_error(&g_c), rsd_gguf_error(&g_b)) != 0 ||
+            (i < hb) != (r1 == RSD_ERR_TOO_LARGE)) {
+            printf("  limit %u: %d \"%s\" against %d \"%s\"\n", (unsigned)i, r1, rsd_gguf_error(&g_b), r2, rsd_gguf_error(&g_c));
+            CHECK_EQ_INT(i, -1);
+            break;
+        }
+    }
+    free(b);
     /* a missing file */
     snprintf(path, sizeof path, "%s/none.gguf", g_dir);
     rsd_gguf_init(&g_b, NULL);
