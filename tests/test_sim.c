@@ -980,6 +980,21 @@ static void test_ollama_keep_alive_sticks(void) {
     CHECK_EQ_STR(ps_names(), "");
 }
 
+/* keep_alive 0 with a prompt on a cold model: the runner loads, answers, then goes
+   (Ollama expires a runner only once no request holds or waits for it). rsd-sim unloaded
+   it the moment it loaded, before the waiting request was served, and loaded it again
+   without end (found by fuzz_sim). */
+static void test_ollama_keep_alive_zero_serves_first(void) {
+    SETUP(OLLAMA);
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\",\"prompt\":\"hi\",\"stream\":false,\"keep_alive\":0}"),
+                        10000), 200);
+    CHECK(strstr(BUF, "\"done\":true") != NULL && strstr(BUF, "\"done_reason\":\"stop\"") != NULL);
+    CHECK_EQ_STR(ps_names(), "");
+    CHECK_EQ_INT(finish(post("/api/chat", "{\"model\":\"llama3.2\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                             "\"stream\":false,\"keep_alive\":\"0s\"}"), 10000), 200);
+    CHECK_EQ_STR(ps_names(), "");
+}
+
 /* The final generate / chat objects carry api.Metrics in Ollama's order (generate its
    context first); /api/show has modified_at; /api/embed and /api/embeddings answer as
    Ollama's EmbedHandler and EmbeddingsHandler do. */
@@ -1630,6 +1645,7 @@ int main(int argc, char **argv) {
     RUN(test_W34_ollama_errors);
     RUN(test_W35_keep_alive_num_ctx);
     RUN(test_ollama_keep_alive_sticks);
+    RUN(test_ollama_keep_alive_zero_serves_first);
     RUN(test_ollama_final_fields_embed);
     RUN(test_W36_scheduler);
     RUN(test_W37_oom_evicts_all_and_retries);

@@ -1286,9 +1286,9 @@ RSIM_FN void rsim_o_step_models(rsim *s) {
                 m->expires_ms = s->now + m->keep_ms;
             }
         }
-        if (m->state == RSIM_LOADED && m->inflight == 0 && !m->forever &&
+        if (m->state == RSIM_LOADED && m->inflight == 0 && !m->forever && !rsim_has_waiters(s, i) &&
             m->expires_ms + (m->stopping ? s->o.linger_ms : 0) <= s->now)
-            rsim_o_unload(s, i);
+            rsim_o_unload(s, i); /* a runner that requests wait for is not expired: they are served first */
         if (m->state == RSIM_LOADING) loading = i;
         if (m->state == RSIM_LOADED || m->state == RSIM_LOADING) { nloaded++; mem += m->size_bytes; }
         if (m->queue_seq && (head < 0 || m->queue_seq < s->m[head].queue_seq)) head = i;
