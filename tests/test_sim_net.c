@@ -17,6 +17,7 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -289,6 +290,96 @@ static void test_server_mode_crash_answers_nothing(void) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3);
 }
 
+/* The router's POST /slots/ID?action=save|restore for a model that is not loaded: it is
+   loaded first, then its child answers (measured on b10116's router: an empty slot saves
+   0 tokens; "Invalid action" comes after the load; ?autoload=false is 400 "model is not
+   loaded"). Two saves that wait for the same load each get their own file. */
+static bool file_has(const char *dir, const char *name, const char *text) {
+    char path[512], buf[256];
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if ((f = fopen(path, "rb")) == NULL) return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, text) != NULL;
+}
+
+/* Polls the router's listing until model a shows unloaded (an unload answers before its
+   child has exited); false after about 10 s. */
+static bool a_unloaded(int port) {
+    int i;
+    for (i = 0; i < 2000; i++) {
+        struct timespec ts = {0, 5000000};
+        if (http(port, "GET", "/v1/models", NULL, RESP, sizeof RESP) == 200 &&
+            strstr(body_of(RESP), "\"status\":{\"value\":\"unloaded\"") != NULL)
+            return true;
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static void test_router_slots_autoload(void) {
+    char dir[] = "/tmp/rsd-simnet-slots.XXXXXX", path[512];
+    const char *args[] = {"--runtime", "router", "--port", "0", "--load-ms", "50", "--model", "a",
+                          "--slot-save-path", dir, NULL};
+    simproc p;
+    bool eof;
+    int f1, f2, k;
+    REQUIRE(mkdtemp(dir) != NULL);
+    REQUIRE(sim_spawn(&p, args) == 0);
+    CHECK_EQ_INT(http(p.port, "POST", "/slots/0?action=save&autoload=false", "{\"model\":\"a\",\"filename\":\"x.bin\"}",
+                      RESP, sizeof RESP), 400);
+    CHECK(strstr(body_of(RESP), "model is not loaded") != NULL);
+    CHECK_EQ_INT(http(p.port, "POST", "/slots/0?action=save", "{\"model\":\"a\",\"filename\":\"e.bin\"}", RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"n_saved\":0") != NULL);
+    CHECK(file_has(dir, "e.bin", "rsim-kv 1 0"));
+    CHECK_EQ_INT(http(p.port, "POST", "/v1/chat/completions", "{\"model\":\"a\"}", RESP, sizeof RESP), 200);
+    CHECK_EQ_INT(http(p.port, "POST", "/slots/0?action=save", "{\"model\":\"a\",\"filename\":\"s.bin\"}", RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"n_saved\":6") != NULL);
+    /* unloaded: a restore loads it, then restores */
+    CHECK_EQ_INT(http(p.port, "POST", "/models/unload", "{\"model\":\"a\"}", RESP, sizeof RESP), 200);
+    REQUIRE(a_unloaded(p.port));
+    CHECK_EQ_INT(http(p.port, "POST", "/slots/1?action=restore", "{\"model\":\"a\",\"filename\":\"s.bin\"}", RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"n_restored\":6") != NULL);
+    CHECK_EQ_INT(http(p.port, "POST", "/slots/1?action=save", "{\"model\":\"a\",\"filename\":\"one.bin\"}", RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"n_saved\":6") != NULL); /* the restored slot */
+    CHECK_EQ_INT(http(p.port, "GET", "/v1/models", NULL, RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"status\":{\"value\":\"loaded\"") != NULL);
+    /* unloaded: the child's own check answers, after the load */
+    CHECK_EQ_INT(http(p.port, "POST", "/models/unload", "{\"model\":\"a\"}", RESP, sizeof RESP), 200);
+    REQUIRE(a_unloaded(p.port));
+    CHECK_EQ_INT(http(p.port, "POST", "/slots/0?action=bogus", "{\"model\":\"a\",\"filename\":\"s.bin\"}", RESP, sizeof RESP), 400);
+    CHECK(strstr(body_of(RESP), "Invalid action") != NULL);
+    CHECK_EQ_INT(http(p.port, "GET", "/v1/models", NULL, RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"status\":{\"value\":\"loaded\"") != NULL);
+    /* two saves waiting for one load: each its own file */
+    CHECK_EQ_INT(http(p.port, "POST", "/models/unload", "{\"model\":\"a\"}", RESP, sizeof RESP), 200);
+    REQUIRE(a_unloaded(p.port));
+    REQUIRE((f1 = connect_to(p.port)) >= 0);
+    REQUIRE((f2 = connect_to(p.port)) >= 0);
+    CHECK(send_req(f1, "POST", "/slots/2?action=save", "{\"model\":\"a\",\"filename\":\"f1.bin\"}"));
+    CHECK(send_req(f2, "POST", "/slots/3?action=save", "{\"model\":\"a\",\"filename\":\"f2.bin\"}"));
+    for (k = 0; k < 2; k++) {
+        CHECK(read_one(k ? f2 : f1, RESP, sizeof RESP, 20000, &eof) > 0);
+        CHECK(strncmp(RESP, "HTTP/1.1 200", 12) == 0);
+        CHECK(strstr(RESP, k ? "\"filename\":\"f2.bin\"" : "\"filename\":\"f1.bin\"") != NULL);
+    }
+    close(f1);
+    close(f2);
+    CHECK(file_has(dir, "f1.bin", "rsim-kv 1 0"));
+    CHECK(file_has(dir, "f2.bin", "rsim-kv 1 0"));
+    CHECK(file_has(dir, "one.bin", "rsim-kv 1 1"));
+    CHECK_EQ_INT(sim_stop(&p), 0);
+    for (k = 0; k < 6; k++) {
+        static const char *const names[] = {"e.bin", "s.bin", "one.bin", "f1.bin", "f2.bin", "x.bin"};
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        (void)unlink(path);
+    }
+    CHECK(rmdir(dir) == 0);
+}
+
 static void test_help(void) {
     static const char *const args[] = {"--help", NULL};
     simproc p;
@@ -324,6 +415,7 @@ int main(int argc, char **argv) {
     RUN(test_server_mode_exit_codes);
     RUN(test_server_mode_crash_answers_nothing);
     RUN(test_connections_like_llama_cpp);
+    RUN(test_router_slots_autoload);
     RUN(test_help);
     return RSD_TEST_END();
 }

@@ -504,6 +504,7 @@ int main(int argc, char **argv) {
         r.body_cap = SIM_BODY_BYTES;
         while (rsim_pull(a.sim, now, &r) > 0) {
             sim_link *l = link_by_ticket(&a, r.ticket);
+            slot_write(&a, &r); /* a save answered later (a router that loaded its model first) */
             if (!l) continue;
             deliver(&a, l->h, &r, l->big, &l->framed);
             if (r.action == RSIM_RESPOND || r.action == RSIM_END || r.action == RSIM_DROP) l->ticket = 0;

@@ -74,9 +74,10 @@
               the child its JSON body's "model" names, as b10116's router (no "model"
               in the body: 400 "model name is missing from the request"), with the
               server mode's files and answers (rsim_router_slot_file; 501 without
-              --slot-save-path); a stop loses the slots. Not simulated: such a request
-              to a model that is not loaded (the real router loads it) is 400 "model is
-              not loaded".
+              --slot-save-path); a stop loses the slots. A model that is not loaded is
+              loaded first, as for any POST the router proxies (?autoload=false: 400
+              "model is not loaded"), and then its child answers, its own checks
+              included (an empty slot saves 0 tokens): as b10116's router does.
      server   one model; slots = --parallel; inference waits for a free slot. Each slot
               keeps a KV cache of its last prompt and answer (by message: a message is
               4 + bytes/4 tokens); a task takes its body's id_slot (in range: it waits
@@ -296,7 +297,13 @@ typedef struct rsim_reply {     /* what a request will answer, rendered at send 
     uint64_t in_hash;          /* Ollama: its prompt or input, hashed (context, embeddings) */
     uint32_t ninput;           /* Ollama /api/embed: how many inputs */
     uint32_t ping_ms;          /* later generation: a keep-alive comment frame this often in a stream (0 = none) */
+    int slot_act;              /* router: a slot request its child answers when it is up (rsim_sa) */
+    int slot_res;              /* router restore: its file's verdict (rsim_slot_parse) */
+    int slot_status;           /* router: the child's error answer (RSIM_SA_ERR; msg) */
+    uint32_t slot_len;         /* router restore: its file's bytes */
 } rsim_reply;
+
+enum rsim_sa { RSIM_SA_NONE, RSIM_SA_ERR, RSIM_SA_SAVE, RSIM_SA_RESTORE };
 
 typedef struct rsim_ticket {
     uint32_t id;               /* 0 = free */
@@ -400,7 +407,8 @@ typedef struct rsim {
     int task_seq;
     uint64_t now;
     uint32_t queue_seq, port_seq;
-    bool file_write;           /* this rsim_handle saved a slot: file_name, file_data */
+    bool file_write;           /* a slot was saved: file_name, file_data, for ticket file_ticket's answer */
+    uint32_t file_ticket;
     char file_name[RSIM_NAME_MAX];
     char file_data[RSIM_KV_FILE_MAX];
     size_t file_len;
@@ -1099,6 +1107,7 @@ RSIM_FN void rsim_r_start_load(rsim *s, int i) {
 RSIM_FN bool rsim_july(const rsim *s) { return s->o.runtime == RSIM_RT_ROUTER && s->o.router_gen == RSIM_GEN_JULY; }
 
 RSIM_FN void rsim_release(rsim *s, rsim_ticket *t);
+RSIM_FN void rsim_router_slot_do(rsim *s, rsim_ticket *t);
 
 /* The child exits: unloaded, failed when exit_code != 0. July: what it was serving is
    cut (a stream gets "proxy error: Failed to read connection" and ends without [DONE];
@@ -1524,6 +1533,11 @@ RSIM_FN void rsim_serve(rsim *s, rsim_ticket *t) {
     if (t->task) m->last_task_ms = s->now;
     if (t->post && s->o.runtime == RSIM_RT_ROUTER) m->last_used_ms = s->now;
     t->proxied = s->o.runtime == RSIM_RT_ROUTER;
+    if (t->r.slot_act) { /* a router's slot request: its child answers it now */
+        if (t->holds) rsim_release(s, t);
+        rsim_router_slot_do(s, t);
+        return;
+    }
     if (!t->chat) {
         if (t->holds) rsim_release(s, t);
         t->op = RSIM_OP_DONE;
@@ -1566,6 +1580,7 @@ RSIM_FN void rsim_progress(rsim *s) {
         m = &s->m[t->r.model];
         switch (s->o.runtime) {
         case RSIM_RT_ROUTER:
+            if (t->r.slot_act == RSIM_SA_SAVE && s->file_write) break; /* after the save whose file is not out yet */
             if (m->state == RSIM_LOADED && !m->waking && !m->stopping) rsim_serve(s, t);
             else if (m->state == RSIM_UNLOADED && !m->queue_seq) {
                 rsim_release(s, t);
@@ -1779,6 +1794,7 @@ RSIM_FN void rsim_cancel(rsim *s, uint32_t ticket, uint64_t now_ms) {
             if (&s->t[i] != t && s->t[i].op == RSIM_OP_WAIT && s->t[i].r.model == t->r.model) others = true;
         if (!others) s->m[t->r.model].queue_seq = 0;
     }
+    if (s->file_write && s->file_ticket == t->id) s->file_write = false; /* its save goes with it (not written) */
     rsim_tk_free(t);
     rsim_step(s);
 }
@@ -2856,7 +2872,16 @@ RSIM_FN int rsim_pull(rsim *s, uint64_t now_ms, rsim_resp *resp) {
             t->delay_ms = 0;
             continue;
         }
-        if (t->op == RSIM_OP_DONE) { rsim_emit(s, t, resp); return 1; }
+        if (t->op == RSIM_OP_DONE) {
+            if (s->file_write && s->file_ticket == t->id) { /* a save answered later (a router's autoload) */
+                s->file_write = false;
+                resp->file_name = s->file_name;
+                resp->file_data = s->file_data;
+                resp->file_len = s->file_len;
+            }
+            rsim_emit(s, t, resp);
+            return 1;
+        }
         if (t->op == RSIM_OP_STREAM && t->phase == 0) {
             resp->action = RSIM_STREAM;
             resp->ticket = t->id;
@@ -3188,113 +3213,153 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
    "timings":{"restore_ms"}}. The slot's KV is kv[0..*nkv): 1 when a restore replaced
    it (the caller then marks the slot used), 0 otherwise. */
 enum { RSIM_SLOT_ABORT = -1 };
-RSIM_FN int rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save, rsim_chunk *kv, int *nkv) {
-    char name[RSIM_NAME_MAX], msg[RSIM_MSG_MAX];
-    uint32_t n = 0;
-    int i;
-    if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, sizeof name)) {
+
+/* The request's file name into name (cap RSIM_NAME_MAX), or false with the answer set. */
+RSIM_FN bool rsim_slot_name(rsim_ctx *c, rsim_ticket *t, char *name) {
+    if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, RSIM_NAME_MAX)) {
         rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
-        return 0;
+        return false;
     }
-    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return 0; }
-    if (save) {
-        size_t o = (size_t)snprintf(s->file_data, sizeof s->file_data, "rsim-kv 1 %d\n", *nkv);
-        for (i = 0; i < *nkv && o < sizeof s->file_data; i++) {
-            o += (size_t)snprintf(s->file_data + o, sizeof s->file_data - o, "%016llx %u\n",
-                                  (unsigned long long)kv[i].h, (unsigned)kv[i].n);
-            n += kv[i].n;
-        }
-        s->file_len = o < sizeof s->file_data ? o : sizeof s->file_data - 1;
-        rsim_cpy(s->file_name, sizeof s->file_name, name, strlen(name));
-        s->file_write = true;
-        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
-                 "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
-        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
-        return 0;
-    }
-    {
-        const char *d = c->q->file_data, *e = d ? d + c->q->file_len : NULL;
-        int want = -1, got = 0;
-        rsim_chunk in[RSIM_KV_MAX];
-        if (!c->q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > RSIM_KV_MAX ||
-            !memchr(d, '\n', c->q->file_len)) {
-            *nkv = 0; /* a restore that fails leaves the slot empty, as the real one */
-            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
-            return 0;
-        }
-        d = (const char *)memchr(d, '\n', c->q->file_len) + 1;
-        while (got < want && d < e) {
-            const char *nl = (const char *)memchr(d, '\n', (size_t)(e - d));
-            unsigned long long h;
-            unsigned tn;
-            char line[64];
-            if (!nl || (size_t)(nl - d) >= sizeof line) break;
-            memcpy(line, d, (size_t)(nl - d));
-            line[nl - d] = 0;
-            if (sscanf(line, "%llx %u", &h, &tn) != 2) break;
-            in[got].h = (uint64_t)h;
-            in[got++].n = tn;
-            d = nl + 1;
-        }
-        if (got < want) { /* its head is whole, its data cut short: the real server aborts
-                             (GGML_ASSERT(nread <= state_size)); the caller ends the child */
-            *nkv = 0;
-            return RSIM_SLOT_ABORT;
-        }
-        *nkv = got;
-        for (i = 0; i < got; i++) {
-            kv[i] = in[i];
-            n += in[i].n;
-        }
-        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
-                 "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)n, (unsigned)c->q->file_len);
-        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
-        return 1;
-    }
+    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return false; }
+    return true;
 }
 
-/* Router POST /slots/ID?action=save|restore {"model": M, "filename": NAME}: M's child
-   saves or restores its slot ID (of 4) through rsim_slot_file, as the server mode does
-   (its KV is one chunk: the model's hash, the tokens its slot holds). */
-RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
-    char a[32], msg[RSIM_MSG_MAX], *end = NULL;
-    const char *id = c->path + 7;
-    long k;
+/* Slot k's KV kv[0..nkv) saved as file `name` (the adapter writes it with ticket t's
+   answer), and that answer. */
+RSIM_FN void rsim_slot_save(rsim *s, rsim_ticket *t, int k, const char *name, const rsim_chunk *kv, int nkv) {
+    char msg[RSIM_MSG_MAX];
+    uint32_t n = 0;
     int i;
-    rsim_model *m;
-    if (!c->valid) { rsim_parse_error(c, t); return; }
-    if (!c->has_model) { rsim_lerr(t, 400, "model name is missing from the request"); return; }
-    if ((i = rsim_find(s, c->model)) < 0) {
-        snprintf(msg, sizeof msg, "model '%.200s' not found", c->model);
-        rsim_lerr(t, 400, msg);
+    size_t o = (size_t)snprintf(s->file_data, sizeof s->file_data, "rsim-kv 1 %d\n", nkv);
+    for (i = 0; i < nkv && o < sizeof s->file_data; i++) {
+        o += (size_t)snprintf(s->file_data + o, sizeof s->file_data - o, "%016llx %u\n",
+                              (unsigned long long)kv[i].h, (unsigned)kv[i].n);
+        n += kv[i].n;
+    }
+    s->file_len = o < sizeof s->file_data ? o : sizeof s->file_data - 1;
+    rsim_cpy(s->file_name, sizeof s->file_name, name, strlen(name));
+    s->file_write = true;
+    s->file_ticket = t->id;
+    snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
+             "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
+    rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+}
+
+/* The restore's file (as the adapter read it with the request) as KV in[0..*got): 1, or
+   0 when it is not a save (missing, or its first line is not one), or RSIM_SLOT_ABORT
+   when its first line is whole and its lines are cut short. */
+RSIM_FN int rsim_slot_parse(const rsim_req *q, rsim_chunk *in, int *got) {
+    const char *d = q->file_data, *e = d ? d + q->file_len : NULL;
+    int want = -1;
+    *got = 0;
+    if (!q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > RSIM_KV_MAX ||
+        !memchr(d, '\n', q->file_len))
+        return 0;
+    d = (const char *)memchr(d, '\n', q->file_len) + 1;
+    while (*got < want && d < e) {
+        const char *nl = (const char *)memchr(d, '\n', (size_t)(e - d));
+        unsigned long long h;
+        unsigned tn;
+        char line[64];
+        if (!nl || (size_t)(nl - d) >= sizeof line) break;
+        memcpy(line, d, (size_t)(nl - d));
+        line[nl - d] = 0;
+        if (sscanf(line, "%llx %u", &h, &tn) != 2) break;
+        in[*got].h = (uint64_t)h;
+        in[(*got)++].n = tn;
+        d = nl + 1;
+    }
+    return *got < want ? RSIM_SLOT_ABORT : 1;
+}
+
+/* The answer to a restore: n tokens from a file of len bytes, or (n_ok false) the real
+   one's 400, the slot left empty. */
+RSIM_FN void rsim_slot_restored(rsim_ticket *t, int k, const char *name, bool n_ok, uint32_t n, size_t len) {
+    char msg[RSIM_MSG_MAX];
+    if (!n_ok) {
+        rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
         return;
     }
-    m = &s->m[i];
-    if (m->state != RSIM_LOADED || m->stopping) { rsim_lerr(t, 400, "model is not loaded"); return; }
-    if (!s->o.slot_save) {
+    snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
+             "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)n, (unsigned)len);
+    rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+}
+
+RSIM_FN int rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save, rsim_chunk *kv, int *nkv) {
+    char name[RSIM_NAME_MAX];
+    rsim_chunk in[RSIM_KV_MAX];
+    uint32_t n = 0;
+    int i, got, r;
+    if (!rsim_slot_name(c, t, name)) return 0;
+    if (save) {
+        rsim_slot_save(s, t, k, name, kv, *nkv);
+        return 0;
+    }
+    r = rsim_slot_parse(c->q, in, &got);
+    *nkv = r == 1 ? got : 0; /* a restore that fails leaves the slot empty, as the real one */
+    if (r == RSIM_SLOT_ABORT) return r; /* the real server aborts (GGML_ASSERT(nread <= state_size)); the caller ends the child */
+    for (i = 0; i < *nkv; i++) {
+        kv[i] = in[i];
+        n += in[i].n;
+    }
+    rsim_slot_restored(t, k, name, r == 1, n, c->q->file_len);
+    return r;
+}
+
+/* Router POST /slots/ID?action=save|restore {"model": M, "filename": NAME}: the router
+   loads M when it is not (autoload, as for any POST it proxies; 400 "model is not loaded"
+   with ?autoload=false), then M's child answers as the server mode does (rsim_slot_file;
+   its KV is one chunk: the model's hash, the tokens its slot holds). The child's checks
+   are made now on the request (its file too, read by the adapter with it) and told when
+   the child answers (rsim_router_slot_do). */
+RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
+    char a[32], *end = NULL;
+    const char *id = c->path + 7;
+    long k = strtol(id, &end, 10);
+    t->r.slot_act = RSIM_SA_ERR;
+    if (!s->o.slot_save)
         rsim_lerr(t, 501, "This server does not support slots action. Start it with `--slot-save-path`");
-        return;
-    }
-    if (!rsim_query(c, "action", a, sizeof a) || (strcmp(a, "save") && strcmp(a, "restore"))) {
+    else if (!rsim_query(c, "action", a, sizeof a) || (strcmp(a, "save") && strcmp(a, "restore")))
         rsim_lerr(t, 400, "Invalid action");
-        return;
+    else if (!*id || !end || *end || k < 0 || k >= 4)
+        rsim_lerr(t, 400, "Invalid slot ID");
+    else if (c->valid && rsim_slot_name(c, t, t->r.aux)) {
+        t->r.want_slot = (int)k;
+        t->r.slot_act = strcmp(a, "save") ? RSIM_SA_RESTORE : RSIM_SA_SAVE;
+        if (t->r.slot_act == RSIM_SA_RESTORE) {
+            rsim_chunk in[RSIM_KV_MAX];
+            int got, j;
+            t->r.slot_res = rsim_slot_parse(c->q, in, &got);
+            t->r.slot_len = (uint32_t)c->q->file_len;
+            for (t->r.n = 0, j = 0; j < got; j++) t->r.n += in[j].n;
+        }
     }
-    k = strtol(id, &end, 10);
-    if (!*id || !end || *end || k < 0 || k >= 4) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
-    {
+    t->r.slot_status = t->r.status;
+    rsim_router_proxy(s, c, t, RSIM_O_RAW);
+}
+
+/* The child of a router answers a slot request (rsim_router_slot_file) now. */
+RSIM_FN void rsim_router_slot_do(rsim *s, rsim_ticket *t) {
+    rsim_model *m = &s->m[t->r.model];
+    int k = t->r.want_slot;
+    if (t->r.slot_act == RSIM_SA_ERR) { /* its own check failed: that answer */
+        char msg[RSIM_MSG_MAX];
+        rsim_cpy(msg, sizeof msg, t->r.msg, strlen(t->r.msg));
+        rsim_lerr(t, t->r.slot_status, msg);
+    } else if (t->r.slot_act == RSIM_SA_SAVE) {
         rsim_chunk kv[1];
-        int n = m->slot_kv[k] ? 1 : 0, j;
         kv[0] = rsim_chunk_of("", 0, m->id, strlen(m->id));
         kv[0].n = m->slot_kv[k];
-        if (rsim_slot_file(s, c, t, (int)k, !strcmp(a, "save"), kv, &n) == RSIM_SLOT_ABORT) {
-            /* its child aborted: the real router answers this and shows it unloaded, failed */
-            rsim_r_exited(s, i, 134);
-            rsim_reply_set(t, RSIM_O_PLAIN_JSON, 500, "proxy error: Failed to read connection");
-            return;
-        }
-        m->slot_kv[k] = 0; /* a failed restore empties it too */
-        for (j = 0; j < n; j++) m->slot_kv[k] += kv[j].n;
+        rsim_slot_save(s, t, k, t->r.aux, kv, m->slot_kv[k] ? 1 : 0);
+    } else if (t->r.slot_res == RSIM_SLOT_ABORT) {
+        /* its child aborted: the real router answers this and shows it unloaded, failed */
+        rsim_r_exited(s, t->r.model, 134);
+        rsim_reply_set(t, RSIM_O_PLAIN_JSON, 500, "proxy error: Failed to read connection");
+    } else {
+        m->slot_kv[k] = t->r.slot_res == 1 ? (uint32_t)t->r.n : 0; /* a failed restore empties it too */
+        rsim_slot_restored(t, k, t->r.aux, t->r.slot_res == 1, (uint32_t)t->r.n, t->r.slot_len);
     }
+    t->r.slot_act = RSIM_SA_NONE;
 }
 
 RSIM_FN void rsim_router_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
@@ -3840,7 +3905,7 @@ RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *
         }
     }
     rsim_step(s);
-    if (s->file_write) { /* a slot's save: the adapter writes it now (a --delay holds the answer only) */
+    if (s->file_write && s->file_ticket == t->id) { /* a slot's save: the adapter writes it now (a --delay holds the answer only) */
         s->file_write = false;
         resp->file_name = s->file_name;
         resp->file_data = s->file_data;
