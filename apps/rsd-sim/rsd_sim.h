@@ -210,10 +210,11 @@ typedef struct rsim_resp {
     bool connection_close;     /* send "Connection: close" (the socket stays usable, as llama.cpp's) */
     bool close_after;          /* RESPOND/STREAM: chunked body, "Connection: close", then close
                                   the socket (what the router does with every proxied answer) */
-    const char *file_name;     /* POST /slots/N?action=save answered: the adapter writes
-                                  file_data[0..file_len) to --slot-save-path/file_name (with
-                                  the process umask, as llama-server) and answers 500 when it
-                                  cannot; NULL = no file */
+    const char *file_name;     /* POST /slots/N?action=save answered (from rsim_handle, or
+                                  from rsim_pull when a router loaded the model first): the
+                                  adapter writes file_data[0..file_len) to
+                                  --slot-save-path/file_name (with the process umask, as
+                                  llama-server) and answers 500 when it cannot; NULL = no file */
     const char *file_data;
     size_t file_len;
 } rsim_resp;
