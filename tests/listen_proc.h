@@ -21,13 +21,15 @@ typedef struct listen_proc {
     rsd_proc_h h;
 } listen_proc;
 
-static int listen_proc_start(listen_proc *s, const char *const *argv, int stderr_fd) {
+/* One try of listen_proc_start. 0, -1 (said why on stdout), or -2 when wine itself lost
+   the program before its main ran (its only output "wine client error:..."). */
+static int listen_proc_try(listen_proc *s, const char *const *argv) {
     rsd_procs_desc d;
     rsd_proc_spec sp;
     rsd_proc_info info;
     uint64_t end = rsd_now_ms() + 60000;
     static char tail[16384];
-    (void)stderr_fd;
+    const char *why = "no listening line within 60 s";
     memset(s, 0, sizeof *s);
     memset(&d, 0, sizeof d);
     memset(&sp, 0, sizeof sp);
@@ -38,14 +40,19 @@ static int listen_proc_start(listen_proc *s, const char *const *argv, int stderr
     if (!s->procs) return -1;
     sp.exe = argv[0];
     sp.args = argv + 1;
-    if (rsd_procs_spawn(s->procs, &sp, rsd_now_ms(), &s->h) != RSD_OK) return -1;
+    if (rsd_procs_spawn(s->procs, &sp, rsd_now_ms(), &s->h) != RSD_OK) {
+        printf("  listen_proc: %s did not start\n", argv[0]);
+        return -1;
+    }
     if (rsd_procs_query_proc(s->procs, s->h, &info) == RSD_OK) s->pid = (long)info.pid;
+    tail[0] = '\0';
     while (rsd_now_ms() < end) { /* bounded wait for the line */
         rsd_proc_event ev;
         const char *at, *nl;
+        bool gone = false;
         (void)rsd_procs_step(s->procs, rsd_now_ms());
         while (rsd_procs_next_event(s->procs, &ev))
-            if (ev.kind == RSD_PROC_EV_EXITED || ev.kind == RSD_PROC_EV_SPAWN_FAILED) return -1;
+            if (ev.kind == RSD_PROC_EV_EXITED || ev.kind == RSD_PROC_EV_SPAWN_FAILED) gone = true;
         if (rsd_procs_tail(s->procs, s->h, 0, tail, sizeof tail) > 0 &&
             (at = strstr(tail, "listening on http://127.0.0.1:")) != NULL && (nl = strchr(at, '\n')) != NULL) {
             const char *b = at;
@@ -59,9 +66,30 @@ static int listen_proc_start(listen_proc *s, const char *const *argv, int stderr
             snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
             return s->port > 0 ? 0 : -1;
         }
+        if (gone) {
+            why = "it exited before its listening line";
+            break;
+        }
         (void)rsd_poll(NULL, 0, 5);
     }
-    return -1;
+    (void)rsd_procs_tail(s->procs, s->h, 0, tail, sizeof tail);
+    printf("  listen_proc: %s: %s; its output: %.400s\n", argv[0], why, tail[0] ? tail : "(none)");
+    return strstr(tail, "wine client error") ? -2 : -1;
+}
+
+/* Runs argv until it names its port; 0, or -1 (the program, if any, is left for
+   listen_proc_stop). A program that wine itself lost before its main ran (seen in CI
+   under load) is started once more, with a line that says so. */
+static int listen_proc_start(listen_proc *s, const char *const *argv, int stderr_fd) {
+    int r;
+    (void)stderr_fd;
+    r = listen_proc_try(s, argv);
+    if (r != -2) return r;
+    printf("  listen_proc: wine did not start %s; starting it again\n", argv[0]);
+    if (s->procs) rsd_procs_destroy(s->procs);
+    s->procs = NULL;
+    r = listen_proc_try(s, argv);
+    return r == 0 ? 0 : -1;
 }
 
 static int listen_proc_stop(listen_proc *s) {
