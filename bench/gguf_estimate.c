@@ -10,7 +10,8 @@
    One row more, BENCH gguf_header_read_0p5b_c4096 ours=<ms> peer=<ms>: reading that
    file's header (its 151936 token strings included) with rsd_gguf_read_file, the least of
    5 reads, beside llama.cpp's own reader on the same file, timed from the server's -lv 4
-   log (the line before "llama_model_loader: loaded meta data" to that line).
+   log (the line before "llama_model_loader: loaded meta data" to that line; that interval
+   also opens the file and starts the loader, so it is more than the parse alone).
    Skipped with one line without llama-server; exits 1 when a measurement failed. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
