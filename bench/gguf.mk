@@ -6,7 +6,7 @@
 BENCH_RUNS += bench-gguf
 .PHONY: bench-gguf
 
-$(B)/bench/gguf_estimate: bench/gguf_estimate.c tests/real_server.h tests/tiny_gguf.h $(HEADERS) | $(B)/bench
+$(B)/bench/gguf_estimate: bench/gguf_estimate.c bench/bench_util.h tests/real_server.h tests/tiny_gguf.h $(HEADERS) | $(B)/bench
 	$(CC) -std=c99 -O2 -I. $(CWARN) bench/gguf_estimate.c -o $@
 
 bench-gguf: $(B)/bench/gguf_estimate

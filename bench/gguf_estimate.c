@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include "../tests/real_server.h"
+#include "bench_util.h"
 
 static char g_bin[1024], g_dir[512];
 
@@ -66,13 +66,10 @@ static double ours_header_ms(const char *path) {
     double best = -1;
     int i;
     for (i = 0; i < 5; i++) {
-        struct timespec a, b;
-        double ms;
-        clock_gettime(CLOCK_MONOTONIC, &a);
+        double t0 = now_us(), ms;
         rsd_gguf_init(&g, NULL);
         if (rsd_gguf_read_file(&g, path) != RSD_OK) return -1;
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+        ms = (now_us() - t0) / 1000.0;
         if (best < 0 || ms < best) best = ms;
     }
     return best;
