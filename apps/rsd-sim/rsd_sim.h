@@ -300,7 +300,6 @@ typedef struct rsim_reply {     /* what a request will answer, rendered at send 
     uint32_t ping_ms;          /* later generation: a keep-alive comment frame this often in a stream (0 = none) */
     int slot_act;              /* router: a slot request its child answers when it is up (rsim_sa) */
     int slot_res;              /* router restore: its file's verdict (rsim_slot_parse) */
-    int slot_status;           /* router: the child's error answer (RSIM_SA_ERR; msg) */
     uint32_t slot_len;         /* router restore: its file's bytes */
 } rsim_reply;
 
@@ -2847,6 +2846,15 @@ RSIM_FN void rsim_resp_conn(const rsim *s, const rsim_ticket *t, rsim_resp *resp
     else if (s->o.keep_alive_hdr[0]) resp->keep_alive = s->o.keep_alive_hdr;
 }
 
+/* Ticket t's saved slot file, when one waits, goes to the adapter with its answer. */
+RSIM_FN void rsim_file_out(rsim *s, const rsim_ticket *t, rsim_resp *resp) {
+    if (!s->file_write || s->file_ticket != t->id) return;
+    s->file_write = false;
+    resp->file_name = s->file_name;
+    resp->file_data = s->file_data;
+    resp->file_len = s->file_len;
+}
+
 /* A finished reply goes out: render, truncate on a drop fault, log, free the ticket. */
 RSIM_FN int rsim_emit(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     int r = rsim_render(s, t, resp);
@@ -2874,12 +2882,7 @@ RSIM_FN int rsim_pull(rsim *s, uint64_t now_ms, rsim_resp *resp) {
             continue;
         }
         if (t->op == RSIM_OP_DONE) {
-            if (s->file_write && s->file_ticket == t->id) { /* a save answered later (a router's autoload) */
-                s->file_write = false;
-                resp->file_name = s->file_name;
-                resp->file_data = s->file_data;
-                resp->file_len = s->file_len;
-            }
+            rsim_file_out(s, t, resp); /* a save answered later (a router's autoload) */
             rsim_emit(s, t, resp);
             return 1;
         }
@@ -3335,7 +3338,6 @@ RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
             for (t->r.n = 0, j = 0; j < got; j++) t->r.n += in[j].n;
         }
     }
-    t->r.slot_status = t->r.status;
     rsim_router_proxy(s, c, t, RSIM_O_RAW);
 }
 
@@ -3343,10 +3345,9 @@ RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
 RSIM_FN void rsim_router_slot_do(rsim *s, rsim_ticket *t) {
     rsim_model *m = &s->m[t->r.model];
     int k = t->r.want_slot;
-    if (t->r.slot_act == RSIM_SA_ERR) { /* its own check failed: that answer */
-        char msg[RSIM_MSG_MAX];
-        rsim_cpy(msg, sizeof msg, t->r.msg, strlen(t->r.msg));
-        rsim_lerr(t, t->r.slot_status, msg);
+    if (t->r.slot_act == RSIM_SA_ERR) { /* its own check failed: that answer (status, msg), now */
+        t->r.out = RSIM_O_LERR;
+        t->op = RSIM_OP_DONE;
     } else if (t->r.slot_act == RSIM_SA_SAVE) {
         rsim_chunk kv[1];
         kv[0] = rsim_chunk_of("", 0, m->id, strlen(m->id));
@@ -3906,12 +3907,7 @@ RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *
         }
     }
     rsim_step(s);
-    if (s->file_write && s->file_ticket == t->id) { /* a slot's save: the adapter writes it now (a --delay holds the answer only) */
-        s->file_write = false;
-        resp->file_name = s->file_name;
-        resp->file_data = s->file_data;
-        resp->file_len = s->file_len;
-    }
+    rsim_file_out(s, t, resp); /* a slot's save: the adapter writes it now (a --delay holds the answer only) */
     if (t->op == RSIM_OP_SSE) {
         resp->action = RSIM_STREAM;
         resp->content_type = RSIM_CT_SSE;
