@@ -9,6 +9,7 @@ pass=0; fail=0
 ok() { if [ "$1" = 0 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $2"; fi; }
 out=$B/tests/smoke; rm -rf "$out"; mkdir -p "$out" || exit 1
 rm -rf "$WINEPREFIX"/drive_c/users/*/AppData/Local/residency
+: >"$out/sim.log" # before the background start: the wait below reads it at once
 "$WINE" "$B/bin/rsd-sim.exe" --port 0 --model tiny-a,size=1G --model tiny-b,size=1G \
   >"$out/sim.log" 2>&1 </dev/null &
 sim=$!
