@@ -1,7 +1,8 @@
 /* test_real_clients.c -- the official OpenAI Node SDK and the official Ollama JS client,
    as a new user would use them (tests/clients/real_clients.cjs), against rsd-serve with
    REAL llama-server children and against rsd-sim playing Ollama: list models, chat
-   (whole and streamed), a child SIGKILLed mid-stream (the SDK must raise an API error,
+   (whole and streamed), completions, responses, embeddings (a third model, run with
+   --embeddings, swapped in under max_models 2), a child SIGKILLed mid-stream (the SDK must raise an API error,
    not a connection error), an unknown model (the same 404 on a completion and on
    models.retrieve), Ollama's metrics, keep_alive, show and embed. Needs node on PATH and
    $RSD_NODE_CLIENTS naming a node_modules directory that holds openai and ollama
@@ -73,7 +74,8 @@ static void test_real_clients(void) {
     int rc;
     REQUIRE(real_serve_start(&s, "clients", "max_models = 2\n",
                              "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 256\n"
-                             "[model tiny-b]\nmodel = @/tiny-b.gguf\nctx = 2048\nargs = -np 1\n") == 0);
+                             "[model tiny-b]\nmodel = @/tiny-b.gguf\nctx = 2048\nargs = -np 1\n"
+                             "[model tiny-emb]\nmodel = @/tiny-c.gguf\nctx = 256\nargs = --embeddings --pooling mean\n") == 0);
     REQUIRE(listen_proc_start(&ol, sim_argv, -1) == 0);
     argv[0] = g_node;
     argv[1] = "tests/clients/real_clients.cjs";
@@ -86,6 +88,7 @@ static void test_real_clients(void) {
     CHECK_EQ_INT(rc, 0);
     CHECK(strstr(out, "ok openai child killed mid-stream: ") != NULL);
     CHECK(strstr(out, "ok ollama embed: ") != NULL);
+    CHECK(strstr(out, "ok openai embeddings: ") != NULL);
     (void)listen_proc_stop(&ol);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }

@@ -60,6 +60,16 @@ async function openaiChecks() {
   } catch (e) { err = e; }
   report(err instanceof OpenAI.APIError && !(err instanceof OpenAI.APIConnectionError), 'openai child killed mid-stream',
     `after ${got} chunks: ${errName(err)}`);
+  // the other OpenAI APIs a child serves, through the front by the body's model
+  const tc = await client.completions.create({ model: 'tiny-a', prompt: 'hello', max_tokens: 4 });
+  report(tc.object === 'text_completion' && tc.choices.length === 1 && typeof tc.choices[0].text === 'string',
+    'openai completions', `object ${tc.object}, finish ${tc.choices[0].finish_reason}`);
+  const rs = await client.responses.create({ model: 'tiny-a', input: 'hi', max_output_tokens: 4 });
+  report(rs.object === 'response' && typeof rs.output_text === 'string', 'openai responses',
+    `object ${rs.object}, status ${rs.status}, ${rs.output_text.length} chars`);
+  const em = await client.embeddings.create({ model: 'tiny-emb', input: ['a b', 'c'] }); // a swap: max_models 2
+  report(em.data.length === 2 && em.data[0].embedding.length > 0 && em.data[1].index === 1, 'openai embeddings',
+    `${em.data.length} vectors of ${em.data[0].embedding.length}, ${em.usage && em.usage.prompt_tokens} prompt tokens`);
   // unknown model: the same 404 on a completion and on models.retrieve
   let e1 = null, e2 = null;
   try { await client.chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'hi' }] }); } catch (e) { e1 = e; }
