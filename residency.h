@@ -2181,6 +2181,7 @@
          text  rsdi_no_ctl rsdi_sb_init rsdi_sb_c rsdi_sb_end rsdi_sb_redact
                rsdi_text_scrub rsdi_url_redact
          json  rsdi_json_hexval
+         payload  rsdi_id_ok
          reconcile  rsdi_cache_lookup_norm rsdi_rc_evicted_rows
 
    CHANGELOG

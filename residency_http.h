@@ -13919,7 +13919,7 @@ RSDI_PRIVATE void rsdi_en_ls_end(rsd_ensurer *e, rsd_outcome outcome, int final,
    "restore", "expires_in_ms", "stopped": [ids]}; DELETE: the same, "released": true first):
    what the ensurer reads. need_id: id (> 0), granted (>= 0) and ready are required. The
    stopped ids are unescaped into text, each NUL-terminated, into ev[0..max_ev) (id, model
-   ""); one that does not fit ends the list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
+   ""); one that is no usable id (rsdi_id_ok) is skipped, one that does not fit ends the list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
 typedef struct rsdi_en_lease_ans {
     uint64_t id, granted, requested;
     bool ready, restore;
@@ -13949,8 +13949,12 @@ RSDI_PRIVATE int rsdi_en_lease_parse(const char *s, size_t n, rsd_json_tok *toks
     if (arr < 0 || rsd_json_type_of(&d, arr) != RSD_JSON_ARRAY) return RSD_OK;
     for (k = 0; a->n_stopped < max_ev && (i = rsd_json_at(&d, arr, (uint32_t)k)) >= 0; k++) {
         size_t len = 0;
+        rsd_str id;
         if (rsd_json_type_of(&d, i) != RSD_JSON_STRING) continue;
         if (used >= text_cap || rsd_json_str(&d, i, text + used, text_cap - used, &len) != RSD_OK) break; /* no room */
+        id.ptr = text + used;
+        id.len = len;
+        if (!rsdi_id_ok(id)) continue; /* no usable id (empty, a NUL inside): skipped, as every parser does */
         memset(&ev[a->n_stopped], 0, sizeof ev[0]);
         ev[a->n_stopped].id = text + used;
         ev[a->n_stopped].model = "";

@@ -3,9 +3,10 @@
    with the tokens and buffer sizes of the ensurer's defaults and with small ones.
    Invariants (abort on violation):
    1. RSD_OK or RSD_ERR_PAYLOAD, nothing else; with need_id, RSD_OK means id > 0;
-   2. 0 <= n_stopped <= max_ev; every stopped id lies inside text, is NUL-terminated
-      there, the ids follow each other without overlap, and no byte past the text's
-      capacity is written (a guard byte after it stays);
+   2. 0 <= n_stopped <= max_ev; every stopped id is a usable id (1..RSD_MODEL_ID_MAX-1
+      bytes, no NUL inside: a \u0000 would cut it short), lies inside text, is
+      NUL-terminated there, the ids follow each other without overlap, and no byte past
+      the text's capacity is written (a guard byte after it stays);
    3. the same input read twice gives the same answer (no state kept). */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
@@ -36,6 +37,7 @@ static void fz_one(const char *s, size_t n, uint32_t n_toks, bool need_id, int m
         size_t len;
         FZ_CHECK(fz_ev[k].id == fz_text + used);
         len = strlen(fz_ev[k].id);
+        FZ_CHECK(len > 0 && len < RSD_MODEL_ID_MAX);
         FZ_CHECK(used + len < cap);
         FZ_CHECK(fz_ev[k].model && !fz_ev[k].model[0]);
         used += len + 1;

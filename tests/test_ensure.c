@@ -1530,6 +1530,28 @@ static void test_kv_slots_restore_ends_child(void) {
     }
 }
 
+/* rsd-serve's lease answer as the ensurer reads it: a stopped id that is no usable model id
+   (empty, or a \u0000 inside, which a C string would cut short) is skipped, as every
+   payload parser skips one; the ids kept follow each other in the text. Found by
+   fuzz/fuzz_lease.c (its corpus holds the input). */
+static void test_lease_answer_skips_unusable_ids(void) {
+    static const char body[] = "{\"id\":1,\"granted\":5,\"ready\":true,"
+                               "\"stopped\":[\"a\",\"\",\"qwen\\u0000b\",7,\"c\"]}";
+    rsd_json_tok toks[64];
+    rsd_evicted ev[8];
+    char text[64];
+    rsdi_en_lease_ans a;
+    memset(text, 0x5a, sizeof text);
+    CHECK_EQ_INT(rsdi_en_lease_parse(body, sizeof body - 1, toks, 64, true, &a, ev, 8, text, sizeof text), RSD_OK);
+    CHECK_EQ_INT((int)a.id, 1);
+    CHECK(a.ready);
+    CHECK_EQ_INT(a.n_stopped, 2);
+    if (a.n_stopped != 2) return;
+    CHECK_EQ_STR(ev[0].id, "a");
+    CHECK_EQ_STR(ev[1].id, "c");
+    CHECK(ev[0].id == text && ev[1].id == text + 2);
+}
+
 int main(int argc, char **argv) {
     int g;
     RSD_TEST_BEGIN(argc, argv);
@@ -1577,6 +1599,7 @@ int main(int argc, char **argv) {
     RUN(test_ollama_auto_detect_and_load);
     RUN(test_context_ceiling_env);
     RUN(test_context_clamp_by_bytes);
+    RUN(test_lease_answer_skips_unusable_ids);
     remove_state_dir();
     return RSD_TEST_END();
 }
