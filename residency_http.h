@@ -1603,8 +1603,8 @@
        rsd-serve reads the device (vram_budget = auto), a reading after those
        exits shows the bytes free; so the memory is free when the ensure ends.
        Outcome FREED, res.freed_bytes = the bytes granted (less than asked when busy or pinned processes hold the rest:
-       reason FREE_SHORT), res.evicted = the models it stopped,
-       res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
+       reason FREE_SHORT), res.evicted = the models it stopped (an id in
+       its answer that is no usable model id is left out), res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
        colon), and res.message names the bytes: "rsd-serve lease rsd-serve:3
        ready: 4294967296 of 4294967296 bytes granted, 1 model(s) stopped". 409:
        DECLINED (RSD_OK; nothing idle to stop, nothing changed); 503 (no
