@@ -11318,7 +11318,8 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
     m = rsd_json_find(&doc, 0, "model");
-    if (rsd_json_type_of(&doc, m) != RSD_JSON_STRING || rsd_json_str(&doc, m, model, sizeof model, &n) < 0)
+    if (rsd_json_type_of(&doc, m) != RSD_JSON_STRING || rsd_json_str(&doc, m, model, sizeof model, &n) < 0 ||
+        memchr(model, '\0', n)) /* a \u0000 inside: no model's event (strcmp would see a shorter id) */
         return 0;
     if (strcmp(model, "*") != 0 && strcmp(model, r->wait_model) != 0) { /* the same model by another name? */
         ki = rsd_listing_find(&r->snap, rsd_str_c(r->wait_model));

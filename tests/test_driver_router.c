@@ -1054,7 +1054,8 @@ static void test_rejected_load_quotes_server_error(void) {
 }
 
 /* rsd_reconcile_event: a /models/sse event for the waited model (by any of its names)
-   ends the WAIT at once; progress, other models and junk do not. */
+   ends the WAIT at once; progress, other models (an id with a \u0000 in it among them) and
+   junk do not. */
 static void test_sse_event_wakes_only_for_the_waited_model(void) {
     frouter f;
     rsd_reconcile_desc d;
@@ -1066,6 +1067,7 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
         "{\"model\":\"other\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\"}}",
         "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":{\"value\":0.5}}}",
         "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"downloading\"}}",
+        "{\"model\":\"coder\\u0000x\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\"}}", /* not coder */
         "{\"model\":42}", "[]", "{\"model\":\"coder\"", ""};
     size_t k;
     const char *stage;
