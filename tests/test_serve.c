@@ -556,6 +556,11 @@ static void test_serve_pool(void) {
     /* unknown model: OpenAI-style 404; no model: 400 */
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("delta", false)), 404);
     CHECK(strstr(g_body, "\"code\":\"model_not_found\"") && strstr(g_body, "delta"));
+    /* a name with a \u0000 names no model (not "alpha"), and the message shows all of it */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", "{\"model\":\"alpha\\u0000x\",\"messages\":[]}"), 404);
+    CHECK(strstr(g_body, "The model 'alpha\\\\x00x' does not exist") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models/alpha%00x", NULL), 404);
+    CHECK(strstr(g_body, "The model 'alpha\\\\x00x' does not exist") != NULL);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", "{\"messages\":[]}"), 400);
 
     /* one chat each (the first by alias): the third evicts the least recently used */
