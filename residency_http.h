@@ -1604,8 +1604,9 @@
        exits shows the bytes free; so the memory is free when the ensure ends.
        Outcome FREED, res.freed_bytes = the bytes granted (less than asked when busy or pinned processes hold the rest:
        reason FREE_SHORT), res.evicted = the models it stopped (an id in
-       its answer that is no usable model id is left out), res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
-       colon), and res.message names the bytes: "rsd-serve lease rsd-serve:3
+       its answer that is no usable model id is left out), res.lease_id =
+       "rsd-serve:ID" (a state-directory lease id never has a colon), and
+       res.message names the bytes: "rsd-serve lease rsd-serve:3
        ready: 4294967296 of 4294967296 bytes granted, 1 model(s) stopped". 409:
        DECLINED (RSD_OK; nothing idle to stop, nothing changed); 503 (no
        vram_budget, too many leases): DEGRADED, RSD_ERR_SERVER_ERROR with
@@ -13919,7 +13920,8 @@ RSDI_PRIVATE void rsdi_en_ls_end(rsd_ensurer *e, rsd_outcome outcome, int final,
    "restore", "expires_in_ms", "stopped": [ids]}; DELETE: the same, "released": true first):
    what the ensurer reads. need_id: id (> 0), granted (>= 0) and ready are required. The
    stopped ids are unescaped into text, each NUL-terminated, into ev[0..max_ev) (id, model
-   ""); one that is no usable id (rsdi_id_ok) is skipped, one that does not fit ends the list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
+   ""); one that is no usable id (rsdi_id_ok) is skipped, one that does not fit ends the
+   list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
 typedef struct rsdi_en_lease_ans {
     uint64_t id, granted, requested;
     bool ready, restore;
