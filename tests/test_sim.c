@@ -383,6 +383,13 @@ static void test_W9_proxy_validation(void) {
     post("/v1/chat/completions", "{\"model\":\"nope\"}");
     CHECK_EQ_INT(R.status, 400);
     CHECK(strstr(BUF, "\"message\":\"model 'nope' not found\"") != NULL);
+    /* a \u0000 in the name: no model (b10116's router: 400 here, 404 on /models/load) */
+    post("/v1/chat/completions", "{\"model\":\"a\\u0000x\"}");
+    CHECK_EQ_INT(R.status, 400);
+    CHECK(strstr(BUF, "not found") != NULL);
+    post("/models/load", "{\"model\":\"a\\u0000x\"}");
+    CHECK_EQ_INT(R.status, 404);
+    CHECK_EQ_STR(rstate("a"), "unloaded");
     post("/v1/chat/completions?autoload=false", "{\"model\":\"a\"}");
     CHECK_EQ_INT(R.status, 400);
     CHECK(strstr(BUF, "\"message\":\"model is not loaded\"") != NULL);

@@ -2981,11 +2981,16 @@ RSIM_FN int rsim_t_get(const rsim_ctx *c, int obj, const char *key) {
     if (obj < 0 || obj >= c->ntok || rsd_json_type_of(&c->doc, obj) != RSD_JSON_OBJECT) return -1;
     return rsd_json_find(&c->doc, obj, key);
 }
+/* A string token into dst: a decoded NUL byte becomes '?' (a name with \u0000 in it names
+   no model, as on the real servers, where the whole string is compared), then lone
+   surrogate escapes and other invalid UTF-8 too. */
 RSIM_FN bool rsim_t_str(const rsim_ctx *c, int i, char *dst, size_t cap) {
-    size_t n;
+    size_t n, k;
     if (i < 0 || rsd_json_type_of(&c->doc, i) != RSD_JSON_STRING || rsd_json_str(&c->doc, i, dst, cap, &n) != RSD_OK)
         return false;
-    rsim_utf8_fix(dst); /* lone surrogate escapes, NUL bytes */
+    for (k = 0; k < n; k++)
+        if (!dst[k]) dst[k] = '?';
+    rsim_utf8_fix(dst);
     return true;
 }
 RSIM_FN bool rsim_t_num(const rsim_ctx *c, int i, double *out) {
