@@ -3209,7 +3209,7 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
 }
 
 /* POST /slots/ID?action=save|restore {"filename": NAME}, as llama-server b10116: a name
-   with a path separator or a leading dot is 400 "Invalid filename", no name 500; the
+   rsim_filename_ok refuses is 400 "Invalid filename", no name 500; the
    save is the slot's KV as text ("rsim-kv 1 N", then N lines "HASH TOKENS"), answered
    {"id_slot","filename","n_saved","n_written","timings":{"save_ms"}} (an empty slot
    saves 0 tokens); the restore of a missing file or one whose first line is not that is
@@ -3223,13 +3223,34 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
    it (the caller then marks the slot used), 0 otherwise. */
 enum { RSIM_SLOT_ABORT = -1 };
 
+/* llama.cpp's fs_validate_filename (common.cpp, subdirectories not allowed) on a name
+   rsim_t_str made valid UTF-8 (a NUL or a bad byte is '?' by then, refused below, as the
+   real one refuses those): 1..255 bytes; no C0/C1 control, DEL, / \ : * ? " < > |, nor
+   U+FF0E, U+2215, U+2216, U+FFFD, U+FEFF; no leading or trailing space, no trailing dot,
+   no "..", not ".". A leading dot is allowed (".x.bin" saves on b10116). */
+RSIM_FN bool rsim_filename_ok(const char *name) {
+    const unsigned char *p = (const unsigned char *)name;
+    size_t n = strlen(name);
+    if (!n || n > 255 || name[0] == ' ' || name[n - 1] == ' ' || name[n - 1] == '.' || strstr(name, "..")) return false;
+    while (*p) {
+        unsigned c = *p, k = c < 0x80 ? 0 : c < 0xE0 ? 1 : c < 0xF0 ? 2 : 3, j;
+        if (k) c &= 0x3Fu >> k;
+        for (j = 1; j <= k; j++) c = (c << 6) | (p[j] & 0x3F);
+        if (c <= 0x1F || (c >= 0x7F && c <= 0x9F) || c == 0xFF0E || c == 0x2215 || c == 0x2216 || c == 0xFFFD ||
+            c == 0xFEFF || (c < 0x80 && strchr("/\\:*?\"<>|", (int)c) != NULL))
+            return false;
+        p += k + 1;
+    }
+    return true;
+}
+
 /* The request's file name into name (cap RSIM_NAME_MAX), or false with the answer set. */
 RSIM_FN bool rsim_slot_name(rsim_ctx *c, rsim_ticket *t, char *name) {
     if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, RSIM_NAME_MAX)) {
         rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
         return false;
     }
-    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return false; }
+    if (!rsim_filename_ok(name)) { rsim_lerr(t, 400, "Invalid filename"); return false; }
     return true;
 }
 
