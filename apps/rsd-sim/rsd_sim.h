@@ -3275,13 +3275,14 @@ RSIM_FN void rsim_slot_save(rsim *s, rsim_ticket *t, int k, const char *name, co
     rsim_reply_set(t, RSIM_O_RAW, 200, msg);
 }
 
-/* The restore's file (as the adapter read it with the request) as KV in[0..*got): 1, or
-   0 when it is not a save (missing, or its first line is not one), or RSIM_SLOT_ABORT
-   when its first line is whole and its lines are cut short. */
-RSIM_FN int rsim_slot_parse(const rsim_req *q, rsim_chunk *in, int *got) {
+/* The restore's file (as the adapter read it with the request) as KV in[0..*got) of
+   *ntok tokens: 1, or 0 when it is not a save (missing, or its first line is not one),
+   or RSIM_SLOT_ABORT when its first line is whole and its lines are cut short. */
+RSIM_FN int rsim_slot_parse(const rsim_req *q, rsim_chunk *in, int *got, uint32_t *ntok) {
     const char *d = q->file_data, *e = d ? d + q->file_len : NULL;
     int want = -1;
     *got = 0;
+    *ntok = 0;
     if (!q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > RSIM_KV_MAX ||
         !memchr(d, '\n', q->file_len))
         return 0;
@@ -3297,6 +3298,7 @@ RSIM_FN int rsim_slot_parse(const rsim_req *q, rsim_chunk *in, int *got) {
         if (sscanf(line, "%llx %u", &h, &tn) != 2) break;
         in[*got].h = (uint64_t)h;
         in[(*got)++].n = tn;
+        *ntok += tn;
         d = nl + 1;
     }
     return *got < want ? RSIM_SLOT_ABORT : 1;
@@ -3318,20 +3320,17 @@ RSIM_FN void rsim_slot_restored(rsim_ticket *t, int k, const char *name, bool n_
 RSIM_FN int rsim_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save, rsim_chunk *kv, int *nkv) {
     char name[RSIM_NAME_MAX];
     rsim_chunk in[RSIM_KV_MAX];
-    uint32_t n = 0;
-    int i, got, r;
+    uint32_t n;
+    int got, r;
     if (!rsim_slot_name(c, t, name)) return 0;
     if (save) {
         rsim_slot_save(s, t, k, name, kv, *nkv);
         return 0;
     }
-    r = rsim_slot_parse(c->q, in, &got);
+    r = rsim_slot_parse(c->q, in, &got, &n);
     *nkv = r == 1 ? got : 0; /* a restore that fails leaves the slot empty, as the real one */
     if (r == RSIM_SLOT_ABORT) return r; /* the real server aborts (GGML_ASSERT(nread <= state_size)); the caller ends the child */
-    for (i = 0; i < *nkv; i++) {
-        kv[i] = in[i];
-        n += in[i].n;
-    }
+    if (*nkv) memcpy(kv, in, (size_t)*nkv * sizeof in[0]);
     rsim_slot_restored(t, k, name, r == 1, n, c->q->file_len);
     return r;
 }
@@ -3358,10 +3357,11 @@ RSIM_FN void rsim_router_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         t->r.slot_act = strcmp(a, "save") ? RSIM_SA_RESTORE : RSIM_SA_SAVE;
         if (t->r.slot_act == RSIM_SA_RESTORE) {
             rsim_chunk in[RSIM_KV_MAX];
-            int got, j;
-            t->r.slot_res = rsim_slot_parse(c->q, in, &got);
+            int got;
+            uint32_t n;
+            t->r.slot_res = rsim_slot_parse(c->q, in, &got, &n);
             t->r.slot_len = (uint32_t)c->q->file_len;
-            for (t->r.n = 0, j = 0; j < got; j++) t->r.n += in[j].n;
+            t->r.n = n;
         }
     }
     rsim_router_proxy(s, c, t, RSIM_O_RAW);
