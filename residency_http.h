@@ -327,7 +327,9 @@
            write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
            Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
            RSD_TIMEOUT_NONE = never) start at now_ms. retry_any_method: resend a
-           POST too (see Stale socket below).
+           POST too (see Stale socket below). quiet: its failure is not logged
+           (the event says it), for a question whose failure the caller expects,
+           such as one to a process it is stopping.
            Where the body goes: by default the slot's own buffer (max_body_bytes);
            body_buf/body_cap = the caller's buffer (must live until the event);
            on_body(user, data, len) = streamed from inside step, nothing kept;
@@ -2343,6 +2345,7 @@ typedef struct rsd_http_request {
     uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
     bool retry_any_method;        /* a POST/PATCH too is resent once when a kept-alive socket
                                      closed before any response byte (see Stale socket) */
+    bool quiet;                   /* its failure is not logged (the event says it) */
     void *user;                   /* returned in the event and passed to the callbacks */
 } rsd_http_request;
 
@@ -5207,7 +5210,7 @@ typedef struct rsdi_creq {
     rsd_http_dechunk dc;
     rsd_sse_reader sse;
     uint64_t connect_deadline, total_deadline, done_seq;
-    bool may_retry, is_head, reused, retried, fresh_only, extra, got_head, paused;
+    bool may_retry, is_head, reused, retried, fresh_only, extra, got_head, paused, quiet;
     int result, sys_errno;
     bool tls;            /* https: host is the SNI / verified name */
     char host[RSD_HTTP_MAX_HOST_BYTES + 1];
@@ -5538,6 +5541,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     if (u.tls) memcpy(r->host, u.host.ptr, u.host.len); /* u.host.len <= RSD_HTTP_MAX_HOST_BYTES: checked by rsdi_client_addr */
     r->is_head = (mflags & RSDI_M_HEAD) != 0;
     r->may_retry = q->retry_any_method || (mflags & RSDI_M_RETRY);
+    r->quiet = q->quiet;
     r->on_body = q->on_body;
     r->on_sse = q->on_sse;
     r->max_stream = q->max_stream_bytes;
@@ -5572,6 +5576,7 @@ RSD_API int rsd_http_send(rsd_http_client *c, const rsd_http_request *req, uint6
 RSDI_PRIVATE void rsdi_req_log(rsd_http_client *c, rsdi_creq *r, int level, uint32_t item,
                                const char *what) {
     /* Only the request line (method + path) is logged: never header values. */
+    if (r->quiet && level == RSD_LOG_WARN) return; /* the caller expects it may fail */
     rsdi_logf(&c->desc.logger, level, item, RSDI_WHERE, "http client: %.*s: %s (%s, errno %d)",
               (int)r->req_line_len, r->tx, what, rsd_result_name(r->result), r->sys_errno);
 }

@@ -1047,11 +1047,20 @@ static void test_bearer_not_logged(void) {
     REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
     REQUIRE(exchange(c, s, &x, 0, &ev));
     CHECK_EQ_STR(x.last_auth, "Bearer sk-SECRET-123");
+    /* a quiet request's failure is in its event, not in the log */
+    q.url = raw_url(dead, "/quiet");
+    q.quiet = true;
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    REQUIRE(exchange(c, NULL, &x, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_ERR_CONNECT);
+    CHECK_EQ_INT(lg.lines, 0);
+    q.quiet = false;
     /* failures produce log lines; none carries the token */
     q.url = raw_url(dead, "/auth");
     REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
     REQUIRE(exchange(c, NULL, &x, 0, &ev));
     CHECK_EQ_INT(ev.result, RSD_ERR_CONNECT);
+    CHECK(strstr(lg.all, "HTTP_CONNECT_FAILED") != NULL);
     q.url = url(s, "/defer");
     q.total_timeout_ms = 10;
     REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);

@@ -807,7 +807,7 @@ static long drain_to_eof(int fd) {
 static void test_serve_stalled_client(void) {
     serve_proc s;
     char path[256];
-    const char *args[] = {"--config", path, NULL};
+    const char *args[] = {"--config", path, "--verbose", NULL};
     int fd;
     long got;
     uint64_t t0;
@@ -1188,6 +1188,47 @@ static void test_serve_waiting_log(void) {
     CHECK(!log_has(&s, "connect failed"));
 }
 
+/* A process being stopped is asked nothing more, and a question it leaves unanswered
+   logs no failure. rsd-serve asks a ready child for its GET /v1/models once the first
+   request's answer has begun, 1 s after ready, or at once for a listing. Here the child
+   is frozen (SIGSTOP) with a chat in flight, a listing sends the question, and the stop
+   kills the child after stop_grace: no "GET /v1/models" failure is logged (before: it
+   was a warning, or its retry's refused connect was; one sent after the stop began too). */
+static void test_serve_stop_asks_nothing(void) {
+    serve_proc s;
+    char path[256], text[2048];
+    const char *args[] = {"--config", path, "--verbose", NULL};
+    int fd, fd2;
+    int64_t pid;
+    make_dir();
+    snprintf(path, sizeof path, "%s/stopask.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 1\nstop_grace = 300ms\n"
+             "[model slowgen]\ncommand = %s --runtime server --port {port} --load-ms 20 --gen-ms 60000 "
+             "-m /models/slowgen.gguf --alias slowgen\n",
+             SIM_BIN);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    CHECK_EQ_INT(raw_post(fd, "/v1/chat/completions", chat("slowgen", false)), 0);
+    CHECK(wait_state(&s, "slowgen", "ready")); /* its answer is a minute away */
+    pid = status_field(&s, "slowgen", "pid");
+    REQUIRE(pid > 0);
+    REQUIRE(kill((pid_t)pid, SIGSTOP) == 0);
+    fd2 = raw_connect(s.port);
+    REQUIRE(fd2 >= 0);
+    {
+        static const char get[] = "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n";
+        CHECK(write(fd2, get, sizeof get - 1) == (ssize_t)(sizeof get - 1));
+    }
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    close(fd);
+    close(fd2);
+    CHECK(log_has(&s, "slowgen: exited"));
+    CHECK(!log_has(&s, "GET /v1/models"));
+}
+
 /* Every line of the log is one of rsd-serve's own ("rsd-serve: ..."): a child's output
    quoted in a message cannot start a line of its own. */
 static bool log_lines_own(const serve_proc *s) {
@@ -1423,7 +1464,7 @@ static void test_serve_unified_binary(void) {
 static void remove_dir(void) {
     static const char *const names[] = {"pool.ini",    "hangup.ini", "bad.ini",  "pinned.ini", "signals.ini",
                                         "secrets.ini", "idle.ini",   "slow.ini", "stall.ini",  "wrap.ini",
-                                        "broken.ini",  "ping.ini",   "unified.ini"};
+                                        "broken.ini",  "ping.ini",   "unified.ini", "stopask.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1475,6 +1516,7 @@ int main(int argc, char **argv) {
     RUN(test_ensure_output_escaped);
     RUN(test_serve_wrapper_children);
     RUN(test_serve_waiting_log);
+    RUN(test_serve_stop_asks_nothing);
     RUN(test_serve_idle_upstream);
     RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);

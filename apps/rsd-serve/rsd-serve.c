@@ -2946,6 +2946,15 @@ static void meta_drop(srv *s, int m) {
     mt->meta[0] = mt->aliases[0] = '\0';
 }
 
+/* Model m's process is stopping: a question not yet sent is not sent, and the router's
+   "loaded" goes out without what it would have said. One in flight may still be answered
+   (it is quiet: a failure as the process ends is expected). */
+static void meta_stopping(srv *s, int m) {
+    if (!s->meta[m].deferred) return;
+    s->meta[m].deferred = false;
+    meta_done(s, m);
+}
+
 /* Token i (meta: an object of scalars; aliases: an array of strings), rewritten as JSON
    into out ("" when it is not that, or too large): a child's odd member is left out. */
 static void meta_copy(const rsd_json_doc *d, int i, char *out, size_t cap, bool names) {
@@ -3022,6 +3031,7 @@ static void meta_ask(srv *s, int m, uint64_t now) {
     q.method = "GET";
     q.url = url;
     q.total_timeout_ms = SRV_META_TIMEOUT_MS;
+    q.quiet = true; /* without an answer, "loaded" goes out without its info */
     if (s->models[m].child_auth[0]) {
         h[0].name = rsd_str_c("Authorization");
         h[0].value = rsd_str_c(s->models[m].child_auth);
@@ -3260,6 +3270,7 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         meta_hold(s, m, e, fe->port, now); /* "loaded" follows with what it says of itself */
         break;
     case RSD_FLEET_EV_STOPPING:
+        meta_stopping(s, m);
         if (fe->why == RSD_POOL_WHY_EVICT) {
             st->evictions++;
             ev_evict(s, fe, now);
