@@ -128,7 +128,8 @@
               "text_model","value":0.0}} then, and value 1.0 when it is ready, then
               {"status":"loaded","info":{id, aliases (the child's own), tags, object,
               created, owned_by, meta}} once the child has said what it is (GET
-              /v1/models on it, at most 5 s; the router streams wait for it), and
+              /v1/models on it, at most 5 s; the router streams wait for it; a process
+              that starts stopping first is not asked, and "loaded" has no meta), and
               status_change {"status":"unloaded","exit_code":N} when it is gone (N > 0:
               it failed or crashed). It starts with what happens next.
               GET /_rsd/events: every residency event as `id: N`, `event: KIND`,
@@ -3031,7 +3032,7 @@ static void meta_ask(srv *s, int m, uint64_t now) {
     q.method = "GET";
     q.url = url;
     q.total_timeout_ms = SRV_META_TIMEOUT_MS;
-    q.quiet = true; /* without an answer, "loaded" goes out without its info */
+    q.quiet = true; /* without an answer, "loaded" goes out without its meta */
     if (s->models[m].child_auth[0]) {
         h[0].name = rsd_str_c("Authorization");
         h[0].value = rsd_str_c(s->models[m].child_auth);
