@@ -140,6 +140,21 @@ static void test_config_defaults(void) {
         CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, (size_t)n, "rt", err, sizeof err), 0);
         CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
     }
+    /* a kv cache key without kv_cache_dir does nothing: not written, and no difference
+       (fuzz regression: the round trip lost kv_cache_bytes, and the two compared unequal) */
+    REQUIRE(parse("kv_cache_bytes = 150\nkv_save_timeout = 3s\n", err, sizeof err) == 0);
+    {
+        int n = rsrv_write_ini(&g_cfg, g_ini, sizeof g_ini);
+        REQUIRE(n > 0);
+        CHECK(strstr(g_ini, "kv_cache_bytes") == NULL);
+        rsrv_config_init(&g_cfg2);
+        CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, (size_t)n, "rt", err, sizeof err), 0);
+        CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
+        snprintf(g_cfg.kv_cache_dir, sizeof g_cfg.kv_cache_dir, "/tmp/kv");
+        CHECK(!rsrv_config_equal(&g_cfg, &g_cfg2)); /* with a cache, they differ */
+        snprintf(g_cfg2.kv_cache_dir, sizeof g_cfg2.kv_cache_dir, "/tmp/kv");
+        CHECK(!rsrv_config_equal(&g_cfg, &g_cfg2)); /* 150 bytes against the default */
+    }
     CHECK_EQ_INT(parse("[model a#b]\nmodel = x\n", err, sizeof err), -1);
 }
 

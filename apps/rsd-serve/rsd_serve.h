@@ -1377,6 +1377,8 @@ RSRV_FN bool rsrv_key_equal(const rsrv_config *ca, const rsrv_model *x, const rs
                             const rsrv_key *k) {
     const char *fa = rsrv_cfield(ca, x, k), *fb = rsrv_cfield(cb, y, k);
     int i, n;
+    if ((k->flags & RSRV_KF_KV) && !ca->kv_cache_dir[0] && !cb->kv_cache_dir[0])
+        return true; /* no kv cache in either: the key does nothing (and is not written) */
     switch (k->kind) {
     case RSRV_KIND_BUDGET:
         return ca->vram_budget_auto == cb->vram_budget_auto && (ca->vram_budget_auto || rsrv_key_value(ca, x, k) ==
