@@ -54,7 +54,7 @@ static int real_serve_setup(void) {
    at otherwise). */
 static void real_serve_cleanup(void) {
     if (rsdt_failed) return;
-    real_rmdir(g_models);
-    if (g_dir[0]) real_rmdir(g_dir);
+    rmtree(g_models);
+    serve_cleanup();
 }
 #endif

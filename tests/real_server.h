@@ -9,7 +9,7 @@
        real_server s;
        const char *args[] = {"--models-preset", ini, "--models-max", "2", NULL};
        real_start(&s, bin, dir, args, 60000);        s.url = "http://127.0.0.1:PORT"
-       ... real_stop(&s); real_rmdir(dir);
+       ... real_stop(&s); rmtree(dir);
 
    The binary: $LLAMA_SERVER, else ../shared/llama.cpp/bin/llama-server (beside the
    repository; tests run from its root), else llama-server on PATH.
@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <time.h>
+#include "rmtree.h"
 #include "tiny_gguf.h"
 
 typedef struct real_server {
@@ -75,23 +76,6 @@ static int real_models(char *dir, size_t cap) {
     if (!tmp || !*tmp) tmp = "/tmp";
     if ((size_t)snprintf(dir, cap, "%s/rsd-real-XXXXXX", tmp) >= cap || !mkdtemp(dir)) return -1;
     return tiny_gguf_write_set(dir);
-}
-
-/* Removes dir and what is in it (one level of subdirectories, as the tests make). */
-static void real_rmdir(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[1200];
-    if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) real_rmdir(p);
-        else unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 static long long real_now_ms(void) {

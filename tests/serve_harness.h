@@ -16,6 +16,7 @@
 #define SH_FN static
 #endif
 #include "listen_proc.h"
+#include "rmtree.h"
 typedef struct serve_proc {
     pid_t pid;
     int port;
@@ -32,6 +33,12 @@ SH_FN void make_dir(void) {
         const char *d = mkdtemp(tmpl);
         if (d) snprintf(g_dir, sizeof g_dir, "%s", d);
     }
+}
+
+/* At the end of main: the directory and what the tests wrote there go when everything
+   passed (kept to look at otherwise). */
+SH_FN void serve_cleanup(void) {
+    if (!rsdt_failed) rmtree(g_dir);
 }
 
 SH_FN int write_file(const char *path, const char *text) {

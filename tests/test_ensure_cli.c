@@ -795,7 +795,7 @@ static void test_real_router_words(void) {
         SHOW_ON_FAIL();
     }
     real_stop(&S);
-    real_rmdir(dir);
+    rmtree(dir);
 }
 
 /* The real router listing 65 models with 72-byte ids (one over the default 64): said so
@@ -868,7 +868,7 @@ static void test_real_router_listing_over_the_default(void) {
         SHOW_ON_FAIL();
     }
     real_stop(&S);
-    real_rmdir(dir);
+    rmtree(dir);
 }
 
 /* Starts `rsd-http -s -d BODY URL` in the background (a request that keeps its model

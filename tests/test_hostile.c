@@ -138,15 +138,6 @@ static void test_serve_slow_bodies(void) {
     CHECK_EQ_INT(listen_proc_stop(&lp), 0);
 }
 
-static void remove_dir(void) {
-    char p[256];
-    snprintf(p, sizeof p, "%s/m/m.gguf", g_dir); (void)unlink(p);
-    snprintf(p, sizeof p, "%s/m", g_dir); (void)rmdir(p);
-    snprintf(p, sizeof p, "%s/serve.ini", g_dir); (void)unlink(p);
-    snprintf(p, sizeof p, "%s/serve.log", g_dir); (void)unlink(p);
-    (void)rmdir(g_dir);
-}
-
 int main(int argc, char **argv) {
     char tmpl[] = "/tmp/rsd-test-hostile.XXXXXX";
     RSD_TEST_BEGIN(argc, argv);
@@ -157,6 +148,6 @@ int main(int argc, char **argv) {
     }
     snprintf(g_dir, sizeof g_dir, "%s", tmpl);
     RUN(test_serve_slow_bodies);
-    remove_dir();
+    serve_cleanup();
     return RSD_TEST_END();
 }

@@ -128,6 +128,6 @@ int main(int argc, char **argv) {
     REAL_SKIP_OR_FIND(g_bin);
     if (real_models(g_dir, sizeof g_dir) != 0) { printf("real_models failed\n1 passed, 1 failed\n"); return 1; }
     RUN(test_estimate_vs_real);
-    real_rmdir(g_dir);
+    rmtree(g_dir);
     return RSD_TEST_END();
 }

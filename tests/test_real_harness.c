@@ -145,6 +145,6 @@ int main(int argc, char **argv) {
     RUN(test_single_model_loads_and_answers);
     RUN(test_router_lists_models_and_broken_fails);
     RUN(test_byte_tokens_never_sampled);
-    real_rmdir(g_dir);
+    rmtree(g_dir);
     return RSD_TEST_END();
 }

@@ -848,6 +848,6 @@ int main(int argc, char **argv) {
         RUN(test_game_loop_real);
         stop_router();
     }
-    real_rmdir(DIR_);
+    rmtree(DIR_);
     return RSD_TEST_END();
 }

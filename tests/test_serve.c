@@ -1475,38 +1475,6 @@ static void test_serve_unified_binary(void) {
     (void)rmdir(bindir);
 }
 
-/* Removes the temporary directory and what the tests wrote there. */
-static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini",    "hangup.ini", "bad.ini",  "pinned.ini", "signals.ini",
-                                        "secrets.ini", "idle.ini",   "slow.ini", "stall.ini",  "wrap.ini",
-                                        "broken.ini",  "ping.ini",   "unified.ini", "stopask.ini"};
-    char p[256];
-    int i;
-    if (!g_dir[0]) return;
-    for (i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
-        snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
-        (void)unlink(p);
-    }
-    for (i = 1; i <= g_logs; i++) {
-        snprintf(p, sizeof p, "%s/serve-%d.log", g_dir, i);
-        (void)unlink(p);
-    }
-    snprintf(p, sizeof p, "%s/m", g_dir);
-    {
-        DIR *d = opendir(p);
-        struct dirent *e;
-        char f[512];
-        while (d && (e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.') continue;
-            snprintf(f, sizeof f, "%s/%s", p, e->d_name);
-            (void)unlink(f);
-        }
-        if (d) closedir(d);
-    }
-    (void)rmdir(p);
-    (void)rmdir(g_dir);
-}
-
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -1536,6 +1504,6 @@ int main(int argc, char **argv) {
     RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);
     RUN(test_serve_stalled_client);
-    if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
+    serve_cleanup();
     return RSD_TEST_END();
 }

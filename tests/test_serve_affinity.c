@@ -898,5 +898,6 @@ int main(int argc, char **argv) {
     RUN(test_ensure_serve_lease_errors);
     RUN(test_ensure_serve_lease_not_ready);
     RUN(test_game_loop_lease);
+    serve_cleanup();
     return RSD_TEST_END();
 }

@@ -879,7 +879,7 @@ static void test_api_real_child_key(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
     CHECK(!log_has(&s, "REAL-KEY"));
     CHECK(log_has(&s, "ms (2 slots)")); /* its /props, asked with its key, told its -np */
-    real_rmdir(dir);
+    rmtree(dir);
 }
 
 /* ---- chromium over the DevTools protocol (--remote-debugging-pipe: fd 3 in, fd 4 out,
@@ -902,6 +902,7 @@ static int cdp_start(cdp *c, const char *chromium, const char *profile_arg) {
         int nul = open("/dev/null", O_WRONLY);
         const char *argv[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                               profile_arg, "--remote-debugging-pipe", "about:blank", NULL};
+        (void)setpgid(0, 0); /* its helper processes too: cdp_stop ends the group */
         /* the child reads fd 3 and writes fd 4 */
         int r = dup(in[0]), w = dup(out[1]);
         if (r < 0 || w < 0) _exit(127);
@@ -979,6 +980,7 @@ static void cdp_stop(cdp *c) {
     close(c->from);
     kill(c->pid, SIGTERM);
     while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {}
+    (void)kill(-c->pid, SIGKILL); /* a helper still writing into the profile */
 }
 
 /* The page's load and unload buttons, clicked in a real browser: they send the admin
@@ -1065,5 +1067,6 @@ int main(int argc, char **argv) {
     RUN(test_api_page);
     RUN(test_api_page_key);
     RUN(test_api_page_buttons);
+    serve_cleanup();
     return RSD_TEST_END();
 }

@@ -90,5 +90,6 @@ int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
     RUN(test_stream_cut_when_child_dies);
+    serve_cleanup();
     return RSD_TEST_END();
 }

@@ -748,5 +748,6 @@ int main(int argc, char **argv) {
                   "test_serve_lease_device, test_ensure_lease_device: skipped under qemu-user (the fake NVML is a host library)\n");
     RUN(test_serve_clamp_by_bytes);
     RUN(test_serve_clamp_by_estimate);
+    serve_cleanup();
     return RSD_TEST_END();
 }

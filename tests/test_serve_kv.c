@@ -354,23 +354,6 @@ static void test_serve_kv_save_in_grace(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
-/* Removes dir, its files and one level of subdirectories. */
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[800];
-    if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) rm_tree(p);
-        else unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 /* Every stop of a ready child saves: an unload through the API, and the idle ttl. */
 static void test_serve_kv_unload_ttl(void) {
     serve_proc s;
@@ -519,6 +502,6 @@ int main(int argc, char **argv) {
     RUN(test_serve_kv_unload_ttl);
     RUN(test_serve_kv_restore_queue);
     RUN(test_serve_kv_restore_lost);
-    if (!rsdt_failed && g_dir[0]) rm_tree(g_dir); /* kept to look at otherwise */
+    serve_cleanup();
     return RSD_TEST_END();
 }

@@ -367,5 +367,6 @@ int main(int argc, char **argv) {
     RUN(test_state_dir_key);
     RUN(test_serve_learn);
     RUN(test_serve_evict_bytes);
+    serve_cleanup();
     return RSD_TEST_END();
 }

@@ -623,5 +623,6 @@ int main(int argc, char **argv) {
     RUN(test_ops_watchdog_health);
     RUN(test_ops_watchdog_errors);
     RUN(test_ops_polls_not_use);
+    serve_cleanup();
     return RSD_TEST_END();
 }
