@@ -362,6 +362,9 @@ static void test_api_events(void) {
     /* a, then b: a is evicted for b, and the event says so and what else there was */
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
     CHECK(sse_wait(&ev, "event: ready\ndata: {\"id\":"));
+    /* a's "loaded" carries what a says of itself (its GET /v1/models, asked after the
+       first answer): b evicts a only after it, or a stops before it answers */
+    CHECK(sse_wait(&rt, "data: {\"model\":\"a\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\""));
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
     CHECK(sse_wait(&ev, "\"event\":\"grant\",\"model\":\"b\""));
     CHECK(strstr(ev.b, "event: queued\ndata: {\"id\":1,") != NULL);
