@@ -11310,6 +11310,7 @@ RSDI_PRIVATE void rsdi_rc_progress(rsd_reconcile *r, const rsd_json_doc *d) {
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms) {
     rsd_json_doc doc, sub;
     char model[RSD_MODEL_ID_MAX];
+    rsd_str id;
     size_t n = 0;
     int m, st, ki;
     if (!r || (!data && len)) return RSD_ERR_ARG;
@@ -11318,9 +11319,11 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
     m = rsd_json_find(&doc, 0, "model");
-    if (rsd_json_type_of(&doc, m) != RSD_JSON_STRING || rsd_json_str(&doc, m, model, sizeof model, &n) < 0 ||
-        memchr(model, '\0', n)) /* a \u0000 inside: no model's event (strcmp would see a shorter id) */
+    if (rsd_json_type_of(&doc, m) != RSD_JSON_STRING || rsd_json_str(&doc, m, model, sizeof model, &n) < 0)
         return 0;
+    id.ptr = model;
+    id.len = n;
+    if (!rsdi_id_ok(id)) return 0; /* a \u0000 inside: no model's event (strcmp would see a shorter id) */
     if (strcmp(model, "*") != 0 && strcmp(model, r->wait_model) != 0) { /* the same model by another name? */
         ki = rsd_listing_find(&r->snap, rsd_str_c(r->wait_model));
         if (ki < 0 || rsd_listing_find(&r->snap, rsd_str_c(model)) != ki) return 0;
