@@ -760,14 +760,19 @@ static void respond_404(srv *s, rsd_http_sreq_h h) {
     respond_json(s, h, 404, body, sizeof body - 1);
 }
 
-/* 404 for a model name of len bytes that names no model; the name as the client sent
-   it, escaped (rsd_text_escape: a \u0000 in it shows as \x00, not as a shorter name). */
-static void respond_unknown_model(srv *s, rsd_http_sreq_h h, const char *name, size_t len) {
+/* The view of n bytes at p (a NUL among them stays in it). */
+static rsd_str str_n(const char *p, size_t n) {
+    rsd_str v;
+    v.ptr = p;
+    v.len = n;
+    return v;
+}
+
+/* 404 for a model name that names no model; the name as the client sent it, escaped
+   (rsd_text_escape: a \u0000 in it shows as \x00, not as a shorter name). */
+static void respond_unknown_model(srv *s, rsd_http_sreq_h h, rsd_str name) {
     char esc[RSRV_ID_MAX * 4], msg[sizeof esc + 32];
-    rsd_str n;
-    n.ptr = name;
-    n.len = len;
-    (void)rsd_text_escape(n, esc, sizeof esc);
+    (void)rsd_text_escape(name, esc, sizeof esc);
     snprintf(msg, sizeof msg, "The model '%s' does not exist", esc);
     respond_error_obj(s, h, 404, "invalid_request_error", msg, "model", "model_not_found", 0);
 }
@@ -1643,7 +1648,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         m = r == 1 ? rsrv_find(s->cfg, name, len) : -1;
     }
     if (m < 0) {
-        respond_unknown_model(s, ev->req, r == 1 ? name : "(too long)", r == 1 ? len : 10);
+        respond_unknown_model(s, ev->req, r == 1 ? str_n(name, len) : rsd_str_c("(too long)"));
         return;
     }
     if (refuse_no_autoload(s, ev, m)) return;
@@ -3107,9 +3112,8 @@ static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t n
     int n = rapp_pct_decode(p, (size_t)((q ? q : e) - p), false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
     if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models_known(s, ev->req, now, m); return; }
     /* the body a completion for that name gets (one shape for one meaning) */
-    if (n < 0) respond_unknown_model(s, ev->req, "(bad id)", 8);
-    else if (n >= RSRV_ID_MAX) respond_unknown_model(s, ev->req, "(too long)", 10);
-    else respond_unknown_model(s, ev->req, id, (size_t)n);
+    respond_unknown_model(s, ev->req, n < 0 ? rsd_str_c("(bad id)") : n >= RSRV_ID_MAX ? rsd_str_c("(too long)")
+                                                                                      : str_n(id, (size_t)n));
 }
 
 static const char *state_name(const rsd_fleet_model_info *mi) {

@@ -258,7 +258,7 @@ static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r, bool big,
 /* --slot-save-path DIR/name (false when the name is not a plain file name). */
 static bool slot_path(const sim_app *a, const char *name, char *out, size_t cap) {
     int n;
-    if (!a->slot_dir || !rsim_filename_ok(name)) return false; /* the sim's own rule: no separator, no ".." */
+    if (!a->slot_dir || !rsim_filename_ok(name)) return false; /* llama.cpp's rule, as the sim checks it */
     n = snprintf(out, cap, "%s/%s", a->slot_dir, name);
     return n > 0 && (size_t)n < cap;
 }
