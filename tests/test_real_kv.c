@@ -38,6 +38,7 @@
 
 #include "real_server.h"
 #include "serve_harness.h"
+#include "slot_names.h"
 #include "real_serve.h"
 
 /* A chat body for model: a long first user turn (reps x "hello world"), and with next
@@ -348,6 +349,19 @@ static void test_real_kv_router_passes_slots(void) {
     CHECK(saved >= first_n);
     snprintf(p, sizeof p, "%s/r.bin", sdir);
     CHECK(access(p, F_OK) == 0);
+    { /* the file names rsd-sim answers the same way (test_serve_kv) */
+        char body[128];
+        size_t i;
+        for (i = 0; i < sizeof g_slot_names / sizeof g_slot_names[0]; i++) {
+            snprintf(body, sizeof body, "{\"filename\":\"%s\",\"model\":\"tiny-a\"}", g_slot_names[i].name);
+            st = http(&v, "POST", "/slots/0?action=save", body);
+            if (st != g_slot_names[i].status) printf("  filename %s: %d %.100s\n", g_slot_names[i].name, st, g_body);
+            CHECK_EQ_INT(st, g_slot_names[i].status);
+        }
+    }
+    /* a \u0000 in a model name names no model (rsd-sim's router: test_sim W9) */
+    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a\\u0000x", 2, false)), 400);
+    CHECK_EQ_INT(http(&v, "POST", "/models/load", "{\"model\":\"tiny-a\\u0000x\"}"), 404);
     CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-b", 2, false)), 200);
     for (end = real_now_ms() + 20000; !router_status_is(&v, "tiny-a", "unloaded") && real_now_ms() < end;)
         poll(NULL, 0, 20);
